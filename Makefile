@@ -1,0 +1,29 @@
+# The two commands a new machine needs (Debian 12, as root):
+#   make run    install dependencies, build, start cachewatchd on ./cachewatch.db
+#   make test   install dependencies, build, run every test
+BUILD ?= build
+JOBS ?= $(shell nproc)
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+
+.PHONY: deps configure build test run bench format clean
+
+deps:
+	$(SUDO) bash scripts/install-deps.sh
+
+configure: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: configure
+	cmake --build $(BUILD) -j$(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+run: build
+	./$(BUILD)/daemon/cachewatchd $(ARGS)
+
+format:
+	git ls-files '*.cc' '*.h' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD)

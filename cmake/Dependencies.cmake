@@ -1,0 +1,18 @@
+# Every dependency comes from Debian 12's packages (scripts/install-deps.sh).
+find_package(Threads REQUIRED)
+find_package(Protobuf REQUIRED)  # Module mode: Debian ships no config.
+find_package(gRPC CONFIG REQUIRED)
+find_package(absl CONFIG REQUIRED)
+find_package(SQLite3 REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(yaml-cpp CONFIG REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+if(CACHEWATCH_BUILD_TESTS)
+  find_package(GTest CONFIG REQUIRED)
+endif()
+if(CACHEWATCH_BUILD_BENCH)
+  find_package(benchmark CONFIG REQUIRED)
+endif()

@@ -1,0 +1,207 @@
+#include "daemon/core/lane_tracker.h"
+
+#include <google/protobuf/util/time_util.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace cachewatch {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+}  // namespace
+
+LaneTracker::LaneTracker(TrackerOptions tracker_options,
+                         ClassifierOptions classifier_options)
+    : options_(std::move(tracker_options)),
+      classifier_options_(std::move(classifier_options)) {}
+
+LaneTracker::Lane& LaneTracker::Touch(const LaneKey& key, int64_t now_us) {
+  auto it = lanes_.find(key);
+  if (it == lanes_.end()) {
+    if (lanes_.size() >= options_.max_lanes && !lru_.empty()) {
+      Forget(lanes_.find(lru_.back()));
+    }
+    lru_.push_front(key);
+    it = lanes_.emplace(key, Lane{}).first;
+    it->second.lru_position = lru_.begin();
+  } else {
+    lru_.splice(lru_.begin(), lru_, it->second.lru_position);
+  }
+  it->second.last_active_us = now_us;
+  return it->second;
+}
+
+void LaneTracker::Forget(
+    std::unordered_map<LaneKey, Lane, LaneKeyHash>::iterator it) {
+  lru_.erase(it->second.lru_position);
+  lanes_.erase(it);
+}
+
+const v1::TurnClassification* LaneTracker::Remembered(
+    const Lane& lane, const std::string& request_id) {
+  for (const auto& [id, classification] : lane.recent) {
+    if (id == request_id) return &classification;
+  }
+  return nullptr;
+}
+
+std::map<LaneTracker::PendingKey, LaneTracker::PendingTurn>::iterator
+LaneTracker::FindPending(Lane& lane, const std::string& request_id) {
+  return std::find_if(
+      lane.pending.begin(), lane.pending.end(),
+      [&](const auto& entry) { return entry.first.second == request_id; });
+}
+
+void LaneTracker::Drain(const LaneKey& key, Lane& lane,
+                        std::vector<ClassifiedTurn>& classified) {
+  while (!lane.pending.empty() &&
+         lane.pending.begin()->second.turn.usage.has_value()) {
+    auto node = lane.pending.extract(lane.pending.begin());
+    Turn& turn = node.mapped().turn;
+    v1::TurnClassification classification =
+        Classify(key, lane.last ? &*lane.last : nullptr, turn, lane.context,
+                 classifier_options_);
+    if (const uint32_t ttl = TtlFromWriteSplit(*turn.usage); ttl > 0) {
+      lane.context.observed_ttl_seconds = ttl;
+    }
+    lane.recent.emplace_back(turn.request_id, classification);
+    if (lane.recent.size() > options_.remembered_request_ids) {
+      lane.recent.erase(lane.recent.begin());
+    }
+    lane.last = turn;
+    classified.push_back({key, std::move(turn), std::move(classification)});
+  }
+}
+
+void LaneTracker::DropOldestUnpaired(Lane& lane) {
+  for (auto it = lane.pending.begin(); it != lane.pending.end(); ++it) {
+    if (!it->second.turn.usage.has_value()) {
+      lane.pending.erase(it);
+      return;
+    }
+  }
+}
+
+SnapshotResult LaneTracker::AddSnapshot(
+    std::shared_ptr<const v1::Snapshot> snapshot, int64_t now_us) {
+  SnapshotResult result;
+  const LaneKey key = LaneKeyOf(*snapshot);
+  Lane& lane = Touch(key, now_us);
+  const std::string& request_id = snapshot->request_id();
+  if (Remembered(lane, request_id) != nullptr) {
+    result.outcome = RecordOutcome::kDuplicate;
+    return result;
+  }
+  const int64_t request_time_us =
+      TimeUtil::TimestampToMicroseconds(snapshot->request_time());
+  Turn turn;
+  auto existing = FindPending(lane, request_id);
+  if (existing != lane.pending.end()) {
+    if (existing->second.turn.snapshot != nullptr) {
+      result.outcome = RecordOutcome::kDuplicate;
+      return result;
+    }
+    // The usage came first: re-key the turn by its request time.
+    turn = std::move(existing->second.turn);
+    lane.pending.erase(existing);
+  }
+  turn.request_id = request_id;
+  turn.provider = snapshot->provider();
+  turn.model = snapshot->model();
+  turn.request_time_us = request_time_us;
+  if (snapshot->expected_drop() == v1::EXPECTED_DROP_ABORTED_PREVIOUS) {
+    std::erase_if(lane.pending, [&](const auto& entry) {
+      return entry.first.first < request_time_us &&
+             !entry.second.turn.usage.has_value();
+    });
+  }
+  turn.snapshot = std::move(snapshot);
+  lane.pending.insert_or_assign(PendingKey{request_time_us, request_id},
+                                PendingTurn{std::move(turn), now_us});
+  if (lane.pending.size() > options_.max_pending_per_lane) {
+    DropOldestUnpaired(lane);
+  }
+  Drain(key, lane, result.classified);
+  return result;
+}
+
+UsageResult LaneTracker::AddUsage(const v1::Usage& usage,
+                                  const v1::NormalizedUsage& normalized,
+                                  int64_t now_us) {
+  UsageResult result;
+  result.classification.set_verdict(v1::VERDICT_PENDING);
+  const LaneKey key = LaneKeyOf(usage);
+  Lane& lane = Touch(key, now_us);
+  const std::string& request_id = usage.request_id();
+  if (const v1::TurnClassification* known = Remembered(lane, request_id)) {
+    result.outcome = RecordOutcome::kDuplicate;
+    result.classification = *known;
+    return result;
+  }
+  auto pending = FindPending(lane, request_id);
+  if (pending == lane.pending.end()) {
+    // No snapshot (yet): a turn known only by its usage, placed at its
+    // response time.
+    Turn turn;
+    turn.request_id = request_id;
+    turn.provider = usage.provider();
+    turn.request_time_us =
+        TimeUtil::TimestampToMicroseconds(usage.response_time());
+    pending = lane.pending
+                  .emplace(PendingKey{turn.request_time_us, request_id},
+                           PendingTurn{std::move(turn), now_us})
+                  .first;
+  } else if (pending->second.turn.usage.has_value()) {
+    result.outcome = RecordOutcome::kDuplicate;
+    return result;
+  }
+  Turn& turn = pending->second.turn;
+  turn.usage = normalized;
+  if (usage.has_provider_diagnostics()) {
+    turn.provider_diagnostics = usage.provider_diagnostics();
+  }
+  if (turn.model.empty()) turn.model = usage.model();
+  if (turn.provider == v1::PROVIDER_UNSPECIFIED) {
+    turn.provider = usage.provider();
+  }
+  Drain(key, lane, result.classified);
+  if (lane.pending.size() > options_.max_pending_per_lane) {
+    DropOldestUnpaired(lane);
+    Drain(key, lane, result.classified);
+  }
+  if (const v1::TurnClassification* known = Remembered(lane, request_id)) {
+    result.classification = *known;
+  }
+  return result;
+}
+
+std::vector<ClassifiedTurn> LaneTracker::Expire(int64_t now_us) {
+  std::vector<ClassifiedTurn> classified;
+  for (auto& [key, lane] : lanes_) {
+    const size_t before = lane.pending.size();
+    std::erase_if(lane.pending, [&](const auto& entry) {
+      return !entry.second.turn.usage.has_value() &&
+             now_us - entry.second.arrived_us >= options_.pending_timeout_us;
+    });
+    if (lane.pending.size() != before) Drain(key, lane, classified);
+  }
+  while (!lru_.empty()) {
+    auto it = lanes_.find(lru_.back());
+    if (now_us - it->second.last_active_us < options_.idle_lane_timeout_us) {
+      break;
+    }
+    Forget(it);
+  }
+  return classified;
+}
+
+void LaneTracker::Restore(const LaneKey& key, Turn last_turn,
+                          uint32_t observed_ttl_seconds, int64_t now_us) {
+  Lane& lane = Touch(key, now_us);
+  lane.last = std::move(last_turn);
+  lane.context.observed_ttl_seconds = observed_ttl_seconds;
+}
+
+}  // namespace cachewatch

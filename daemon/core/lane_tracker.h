@@ -1,0 +1,141 @@
+// The lane tracker: pairs each snapshot with its usage by request id, orders
+// a lane's turns by client request time, and classifies each completed turn
+// against the lane's previous one (design §2 "Lane").
+//
+// A completed turn waits while an earlier turn of its lane (by request time)
+// still lacks its usage, so an out-of-order usage is diffed against the right
+// previous turn. Unpaired snapshots are given up after a timeout, idle lanes
+// are evicted, and the number of lanes is bounded (least recently used goes
+// first). The daemon's clock (`now_us`) is used only for those expiries;
+// classification uses the client's timestamps.
+//
+// Not thread-safe: callers serialize access (the daemon shards lanes over
+// several trackers, each behind its own mutex).
+#ifndef CACHEWATCH_DAEMON_CORE_LANE_TRACKER_H_
+#define CACHEWATCH_DAEMON_CORE_LANE_TRACKER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cachewatch/v1/break.pb.h"
+#include "cachewatch/v1/snapshot.pb.h"
+#include "cachewatch/v1/usage.pb.h"
+#include "daemon/core/classifier.h"
+#include "daemon/core/turn.h"
+
+namespace cachewatch {
+
+struct TrackerOptions {
+  // A snapshot whose usage has not arrived after this long is given up.
+  // Default 10 minutes.
+  int64_t pending_timeout_us = 600'000'000;
+  // A lane without records for this long is forgotten. Default 2 hours.
+  int64_t idle_lane_timeout_us = 7'200'000'000;
+  // At most this many lanes; the least recently used is forgotten first.
+  // Default 1,000,000.
+  size_t max_lanes = 1'000'000;
+  // At most this many unclassified turns per lane; beyond it the oldest
+  // unpaired snapshot is given up. Default 64.
+  size_t max_pending_per_lane = 64;
+  // Classified request ids remembered per lane, so that a retried record is
+  // recognized as a duplicate. Default 16.
+  size_t remembered_request_ids = 16;
+};
+
+// A turn whose classification became known.
+struct ClassifiedTurn {
+  LaneKey key;
+  Turn turn;
+  v1::TurnClassification classification;
+};
+
+enum class RecordOutcome {
+  kAccepted,
+  kDuplicate,  // Same (lane, request id, kind) seen before; nothing changed.
+};
+
+struct SnapshotResult {
+  RecordOutcome outcome = RecordOutcome::kAccepted;
+  std::vector<ClassifiedTurn> classified;  // Turns this record released.
+};
+
+struct UsageResult {
+  RecordOutcome outcome = RecordOutcome::kAccepted;
+  // This turn's classification: VERDICT_PENDING while an earlier turn of the
+  // lane waits for its usage. A duplicate gets the remembered one.
+  v1::TurnClassification classification;
+  std::vector<ClassifiedTurn> classified;  // Turns this record released.
+};
+
+class LaneTracker {
+ public:
+  LaneTracker(TrackerOptions tracker_options,
+              ClassifierOptions classifier_options);
+
+  LaneTracker(const LaneTracker&) = delete;
+  LaneTracker& operator=(const LaneTracker&) = delete;
+
+  // Records a snapshot, which must be valid (see ingest validation).
+  SnapshotResult AddSnapshot(std::shared_ptr<const v1::Snapshot> snapshot,
+                             int64_t now_us);
+
+  // Records a usage, already normalized, which must be valid.
+  UsageResult AddUsage(const v1::Usage& usage,
+                       const v1::NormalizedUsage& normalized, int64_t now_us);
+
+  // Gives up snapshots unpaired for too long (classifying the turns that
+  // waited behind them) and forgets idle lanes.
+  std::vector<ClassifiedTurn> Expire(int64_t now_us);
+
+  // Seeds a lane with its last classified turn, e.g. from the store after a
+  // restart, so that the next turn is diffed against it.
+  void Restore(const LaneKey& key, Turn last_turn,
+               uint32_t observed_ttl_seconds, int64_t now_us);
+
+  size_t lane_count() const { return lanes_.size(); }
+
+ private:
+  struct PendingTurn {
+    Turn turn;
+    int64_t arrived_us = 0;
+  };
+  using PendingKey = std::pair<int64_t, std::string>;  // (time, request id)
+
+  struct Lane {
+    std::optional<Turn> last;  // The baseline: last classified turn.
+    LaneContext context;
+    std::map<PendingKey, PendingTurn> pending;
+    // (request id, classification), oldest first.
+    std::vector<std::pair<std::string, v1::TurnClassification>> recent;
+    int64_t last_active_us = 0;
+    std::list<LaneKey>::iterator lru_position;
+  };
+
+  Lane& Touch(const LaneKey& key, int64_t now_us);
+  void Forget(std::unordered_map<LaneKey, Lane, LaneKeyHash>::iterator it);
+  static const v1::TurnClassification* Remembered(
+      const Lane& lane, const std::string& request_id);
+  static std::map<PendingKey, PendingTurn>::iterator FindPending(
+      Lane& lane, const std::string& request_id);
+  // Classifies turns from the front of the lane while they are complete.
+  void Drain(const LaneKey& key, Lane& lane,
+             std::vector<ClassifiedTurn>& classified);
+  void DropOldestUnpaired(Lane& lane);
+
+  const TrackerOptions options_;
+  const ClassifierOptions classifier_options_;
+  std::unordered_map<LaneKey, Lane, LaneKeyHash> lanes_;
+  std::list<LaneKey> lru_;  // Most recently used first.
+};
+
+}  // namespace cachewatch
+
+#endif  // CACHEWATCH_DAEMON_CORE_LANE_TRACKER_H_

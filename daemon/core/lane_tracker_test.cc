@@ -1,0 +1,228 @@
+#include "daemon/core/lane_tracker.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/core/test_turns.h"
+
+namespace cachewatch {
+namespace {
+
+using ::cachewatch::testing::BaseSnapshot;
+using ::cachewatch::testing::kSecond;
+using ::cachewatch::testing::kT0;
+using ::cachewatch::testing::Usage;
+using ::cachewatch::testing::UsageRecord;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+std::shared_ptr<const v1::Snapshot> Shared(v1::Snapshot snapshot) {
+  return std::make_shared<const v1::Snapshot>(std::move(snapshot));
+}
+
+std::vector<std::string> Ids(const std::vector<ClassifiedTurn>& turns) {
+  std::vector<std::string> ids;
+  for (const ClassifiedTurn& turn : turns) ids.push_back(turn.turn.request_id);
+  return ids;
+}
+
+class LaneTrackerTest : public ::testing::Test {
+ protected:
+  // Daemon clock; independent of the client timestamps.
+  int64_t now_ = 5 * kSecond;
+  LaneTracker tracker_{TrackerOptions{}, ClassifierOptions{}};
+
+  UsageResult Complete(const std::string& id, double seconds,
+                       const v1::NormalizedUsage& usage) {
+    return tracker_.AddUsage(UsageRecord(id, seconds + 2, usage), usage, now_);
+  }
+};
+
+TEST_F(LaneTrackerTest, PairsSnapshotAndUsageAndDiffsConsecutiveTurns) {
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
+  UsageResult first = Complete("r1", 0, Usage(0, 20000, 10));
+  EXPECT_EQ(first.classification.verdict(), v1::VERDICT_COLD_START);
+  EXPECT_THAT(Ids(first.classified), ElementsAre("r1"));
+
+  v1::Snapshot second = BaseSnapshot("r2", 30);
+  second.mutable_tools()->SwapElements(0, 1);
+  tracker_.AddSnapshot(Shared(second), now_);
+  UsageResult result = Complete("r2", 30, Usage(0, 20000, 10));
+  ASSERT_EQ(result.classification.verdict(), v1::VERDICT_BREAK);
+  EXPECT_EQ(result.classification.cache_break().primary_reason(),
+            v1::REASON_TOOLS_ORDER_CHANGED);
+  EXPECT_EQ(result.classification.cache_break().previous_request_id(), "r1");
+  EXPECT_EQ(tracker_.lane_count(), 1u);
+}
+
+TEST_F(LaneTrackerTest, LanesAreIndependent) {
+  v1::Snapshot main = BaseSnapshot("m1", 0);
+  v1::Snapshot sub = BaseSnapshot("s1", 1);
+  sub.set_lane("subagent-explore");
+  sub.set_system_hash(999);
+  tracker_.AddSnapshot(Shared(main), now_);
+  tracker_.AddSnapshot(Shared(sub), now_);
+  Complete("m1", 0, Usage(0, 20000, 0));
+  v1::Usage sub_usage = UsageRecord("s1", 3, Usage(0, 20000, 0));
+  sub_usage.set_lane("subagent-explore");
+  // The subagent's first turn is a cold start, not a break against main.
+  EXPECT_EQ(tracker_.AddUsage(sub_usage, sub_usage.normalized(), now_)
+                .classification.verdict(),
+            v1::VERDICT_COLD_START);
+  EXPECT_EQ(tracker_.lane_count(), 2u);
+}
+
+TEST_F(LaneTrackerTest, RetriedRecordsAreDuplicates) {
+  auto snapshot = Shared(BaseSnapshot("r1", 0));
+  EXPECT_EQ(tracker_.AddSnapshot(snapshot, now_).outcome,
+            RecordOutcome::kAccepted);
+  EXPECT_EQ(tracker_.AddSnapshot(snapshot, now_).outcome,
+            RecordOutcome::kDuplicate);
+  EXPECT_EQ(Complete("r1", 0, Usage(0, 20000, 0)).outcome,
+            RecordOutcome::kAccepted);
+  UsageResult retry = Complete("r1", 0, Usage(0, 20000, 0));
+  EXPECT_EQ(retry.outcome, RecordOutcome::kDuplicate);
+  EXPECT_EQ(retry.classification.verdict(), v1::VERDICT_COLD_START);
+  EXPECT_THAT(retry.classified, IsEmpty());
+  EXPECT_EQ(tracker_.AddSnapshot(snapshot, now_).outcome,
+            RecordOutcome::kDuplicate);
+}
+
+// Snapshots r1 (t=0) and r2 (t=30) are sent; r2's usage arrives first. r2
+// must wait and then be diffed against r1, not against nothing.
+TEST_F(LaneTrackerTest, OutOfOrderUsageIsDiffedAgainstTheRightTurn) {
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
+  v1::Snapshot second = BaseSnapshot("r2", 30);
+  second.set_system_hash(7);
+  tracker_.AddSnapshot(Shared(second), now_);
+  UsageResult early = Complete("r2", 30, Usage(0, 20000, 0));
+  EXPECT_EQ(early.classification.verdict(), v1::VERDICT_PENDING);
+  EXPECT_THAT(early.classified, IsEmpty());
+
+  UsageResult late = Complete("r1", 0, Usage(0, 20000, 0));
+  EXPECT_EQ(late.classification.verdict(), v1::VERDICT_COLD_START);
+  ASSERT_THAT(Ids(late.classified), ElementsAre("r1", "r2"));
+  const v1::TurnClassification& second_result =
+      late.classified[1].classification;
+  ASSERT_EQ(second_result.verdict(), v1::VERDICT_BREAK);
+  EXPECT_EQ(second_result.cache_break().previous_request_id(), "r1");
+  EXPECT_EQ(second_result.cache_break().primary_reason(),
+            v1::REASON_SYSTEM_CHANGED);
+  // A retry of r2 now gets its final classification.
+  EXPECT_EQ(Complete("r2", 30, Usage(0, 20000, 0)).classification.verdict(),
+            v1::VERDICT_BREAK);
+}
+
+TEST_F(LaneTrackerTest, UsageWithoutSnapshotIsClassifiedWithUnknownEvidence) {
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
+  Complete("r1", 0, Usage(0, 20000, 0));
+  UsageResult orphan = Complete("r2", 30, Usage(0, 20000, 0));
+  ASSERT_EQ(orphan.classification.verdict(), v1::VERDICT_BREAK);
+  EXPECT_EQ(orphan.classification.cache_break().evidence(),
+            v1::EVIDENCE_UNKNOWN);
+  EXPECT_EQ(orphan.classification.cache_break().primary_reason(),
+            v1::REASON_UNKNOWN);
+}
+
+TEST_F(LaneTrackerTest, UnpairedSnapshotExpiresAndReleasesLaterTurns) {
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
+  Complete("r1", 0, Usage(0, 20000, 0));
+  tracker_.AddSnapshot(Shared(BaseSnapshot("lost", 10)), now_);  // No usage.
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r3", 20)), now_);
+  EXPECT_EQ(Complete("r3", 20, Usage(20000, 0, 0)).classification.verdict(),
+            v1::VERDICT_PENDING);
+  EXPECT_THAT(tracker_.Expire(now_ + 60 * kSecond), IsEmpty());
+  const std::vector<ClassifiedTurn> released =
+      tracker_.Expire(now_ + 601 * kSecond);
+  ASSERT_THAT(Ids(released), ElementsAre("r3"));
+  EXPECT_EQ(released[0].classification.verdict(), v1::VERDICT_OK);
+}
+
+TEST_F(LaneTrackerTest, AbortedPreviousHintReleasesWaitingTurnsAtOnce) {
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
+  Complete("r1", 0, Usage(0, 20000, 0));
+  tracker_.AddSnapshot(Shared(BaseSnapshot("aborted", 10)), now_);
+  v1::Snapshot retry = BaseSnapshot("r3", 20);
+  retry.set_expected_drop(v1::EXPECTED_DROP_ABORTED_PREVIOUS);
+  tracker_.AddSnapshot(Shared(retry), now_);
+  EXPECT_EQ(Complete("r3", 20, Usage(0, 20000, 0)).classification.verdict(),
+            v1::VERDICT_EXPECTED_DROP);
+}
+
+TEST_F(LaneTrackerTest, IdleLanesAreForgotten) {
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
+  Complete("r1", 0, Usage(0, 20000, 0));
+  tracker_.Expire(now_ + 3600 * kSecond);
+  EXPECT_EQ(tracker_.lane_count(), 1u);
+  tracker_.Expire(now_ + 7200 * kSecond);
+  EXPECT_EQ(tracker_.lane_count(), 0u);
+}
+
+TEST(LaneTrackerBoundTest, LeastRecentlyUsedLaneIsForgottenAtTheCap) {
+  TrackerOptions options;
+  options.max_lanes = 2;
+  LaneTracker tracker(options, {});
+  for (const char* session : {"a", "b", "a", "c"}) {
+    v1::Snapshot snapshot = BaseSnapshot(std::string("r-") + session, 0);
+    snapshot.set_session_id(session);
+    tracker.AddSnapshot(Shared(snapshot), 0);
+  }
+  EXPECT_EQ(tracker.lane_count(), 2u);
+  // "b" was least recently used: its lane is gone, so its usage starts a
+  // fresh lane (evicting "a") and pairs with nothing.
+  v1::Usage usage = UsageRecord("r-b", 1, Usage(0, 5000, 0));
+  usage.set_session_id("b");
+  EXPECT_EQ(
+      tracker.AddUsage(usage, usage.normalized(), 0).classification.verdict(),
+      v1::VERDICT_COLD_START);
+  EXPECT_EQ(tracker.lane_count(), 2u);
+}
+
+TEST_F(LaneTrackerTest, PendingTurnsPerLaneAreBounded) {
+  TrackerOptions options;
+  options.max_pending_per_lane = 3;
+  LaneTracker tracker(options, {});
+  for (int i = 0; i < 10; ++i) {
+    tracker.AddSnapshot(Shared(BaseSnapshot("r" + std::to_string(i), i)), now_);
+  }
+  // Only the last three snapshots are still waiting: r9's usage is
+  // classified once r7 and r8 are given up or complete.
+  v1::Usage usage = UsageRecord("r0", 1, Usage(0, 5000, 0));
+  EXPECT_EQ(tracker.AddUsage(usage, usage.normalized(), now_)
+                .classification.verdict(),
+            v1::VERDICT_COLD_START);  // r0 was given up: an orphan usage.
+}
+
+TEST_F(LaneTrackerTest, RestoredLaneDiffsItsNextTurnAgainstTheRestoredOne) {
+  Turn last =
+      testing::MakeTurn(BaseSnapshot("before-restart", 0), Usage(0, 20000, 0));
+  tracker_.Restore({"agent", "s1", "main"}, last, 0, now_);
+  v1::Snapshot next = BaseSnapshot("after-restart", 20);
+  next.set_model("claude-opus-4-1");
+  tracker_.AddSnapshot(Shared(next), now_);
+  UsageResult result = Complete("after-restart", 20, Usage(0, 20000, 0));
+  ASSERT_EQ(result.classification.verdict(), v1::VERDICT_BREAK);
+  EXPECT_EQ(result.classification.cache_break().previous_request_id(),
+            "before-restart");
+  EXPECT_EQ(result.classification.cache_break().primary_reason(),
+            v1::REASON_MODEL_CHANGED);
+}
+
+TEST_F(LaneTrackerTest, ObservedOneHourWritesSetTheLaneTtl) {
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
+  v1::NormalizedUsage one_hour = Usage(0, 20000, 0);
+  one_hour.set_cache_write_1h_tokens(20000);
+  Complete("r1", 0, one_hour);
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r2", 1200)), now_);
+  const v1::PromptCacheBreak event =
+      Complete("r2", 1200, Usage(0, 20000, 0)).classification.cache_break();
+  EXPECT_EQ(event.ttl_seconds(), 3600u);
+  EXPECT_EQ(event.primary_reason(), v1::REASON_LIKELY_PROVIDER_EVICTION);
+}
+
+}  // namespace
+}  // namespace cachewatch

@@ -1,0 +1,27 @@
+#include "daemon/core/turn.h"
+
+#include <xxhash.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace cachewatch {
+
+std::string LaneKey::ToString() const {
+  return absl::StrCat(agent, "/", session_id, "/", lane);
+}
+
+size_t LaneKeyHash::operator()(const LaneKey& key) const {
+  const std::string joined =
+      absl::StrCat(key.agent, "\x1f", key.session_id, "\x1f", key.lane);
+  return XXH3_64bits(joined.data(), joined.size());
+}
+
+std::string BreakIdFor(const LaneKey& key, std::string_view request_id) {
+  const std::string joined =
+      absl::StrCat(key.agent, "\x1f", key.session_id, "\x1f", key.lane, "\x1f",
+                   std::string(request_id));
+  return absl::StrFormat("%016x", XXH3_64bits(joined.data(), joined.size()));
+}
+
+}  // namespace cachewatch

@@ -1,0 +1,59 @@
+// A turn of a lane: one model request (its snapshot) and its response (its
+// usage), either of which may be missing, and the key of the lane it belongs
+// to.
+//
+// Plain values; a Turn shares its snapshot immutably, so copies are cheap and
+// may be read from several threads.
+#ifndef CACHEWATCH_DAEMON_CORE_TURN_H_
+#define CACHEWATCH_DAEMON_CORE_TURN_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cachewatch/v1/snapshot.pb.h"
+#include "cachewatch/v1/usage.pb.h"
+
+namespace cachewatch {
+
+// The cache lineage: (agent, session id, lane); lane defaults to "main".
+struct LaneKey {
+  std::string agent;
+  std::string session_id;
+  std::string lane;
+
+  bool operator==(const LaneKey&) const = default;
+  std::string ToString() const;  // "agent/session/lane"
+};
+
+struct LaneKeyHash {
+  size_t operator()(const LaneKey& key) const;
+};
+
+// The lane key of a snapshot or usage, with the lane defaulted to "main".
+template <typename Record>
+LaneKey LaneKeyOf(const Record& record) {
+  return {record.agent(), record.session_id(),
+          record.lane().empty() ? std::string("main") : record.lane()};
+}
+
+struct Turn {
+  std::string request_id;
+  std::shared_ptr<const v1::Snapshot> snapshot;  // Null when never received.
+  std::optional<v1::NormalizedUsage> usage;      // Empty until received.
+  std::optional<v1::ProviderCacheDiagnostics> provider_diagnostics;
+  v1::Provider provider = v1::PROVIDER_UNSPECIFIED;
+  std::string model;
+  // Client time of the request in microseconds since the epoch: the
+  // snapshot's request time, else the usage's response time.
+  int64_t request_time_us = 0;
+};
+
+// The hex break id of a turn: XXH3-64 of the lane key and request id.
+std::string BreakIdFor(const LaneKey& key, std::string_view request_id);
+
+}  // namespace cachewatch
+
+#endif  // CACHEWATCH_DAEMON_CORE_TURN_H_
