@@ -1,0 +1,249 @@
+#include "cachewatch/client/canonical_json.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "utf8.h"
+
+namespace cachewatch::client {
+namespace {
+
+using Json = nlohmann::json;
+
+// Appends `value` in ECMAScript Number::toString form (ECMA-262 6.1.6.1.20).
+void AppendNumber(double value, std::string* out) {
+  if (value == 0) {  // Both +0 and -0.
+    out->push_back('0');
+    return;
+  }
+  // Shortest round-trip digits as "[-]d[.ddd]e±x", then laid out again.
+  char buffer[32];
+  const std::to_chars_result result = std::to_chars(
+      buffer, buffer + sizeof(buffer), value, std::chars_format::scientific);
+  const std::string_view scientific(buffer, result.ptr - buffer);
+  const size_t e = scientific.find('e');
+  std::string_view mantissa = scientific.substr(0, e);
+  if (mantissa.front() == '-') {
+    out->push_back('-');
+    mantissa.remove_prefix(1);
+  }
+  char digit_buffer[20];  // The k significant digits (at most 17).
+  int k = 0;
+  for (const char c : mantissa) {
+    if (c != '.') digit_buffer[k++] = c;
+  }
+  const std::string_view digits(digit_buffer, k);
+  // value = 0.digits × 10^n, the exponent written as [+-]ddd.
+  const std::string_view exponent = scientific.substr(e + 2);
+  int magnitude = 0;
+  std::from_chars(exponent.data(), exponent.data() + exponent.size(),
+                  magnitude);
+  const int n = (scientific[e + 1] == '-' ? -magnitude : magnitude) + 1;
+  if (k <= n && n <= 21) {
+    out->append(digits);
+    out->append(n - k, '0');
+  } else if (0 < n && n <= 21) {
+    out->append(digits.substr(0, n));
+    out->push_back('.');
+    out->append(digits.substr(n));
+  } else if (-6 < n && n <= 0) {
+    out->append("0.");
+    out->append(-n, '0');
+    out->append(digits);
+  } else {
+    out->push_back(digits[0]);
+    if (k > 1) {
+      out->push_back('.');
+      out->append(digits.substr(1));
+    }
+    out->push_back('e');
+    out->push_back(n - 1 < 0 ? '-' : '+');
+    out->append(std::to_string(std::abs(n - 1)));
+  }
+}
+
+absl::Status AppendString(std::string_view text, std::string* out) {
+  if (!internal::IsValidUtf8(text)) {
+    return absl::InvalidArgumentError("JSON string is not valid UTF-8");
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  out->push_back('"');
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\b':
+        out->append("\\b");
+        break;
+      case '\f':
+        out->append("\\f");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out->append("\\u00");
+          out->push_back(kHex[static_cast<unsigned char>(c) >> 4]);
+          out->push_back(kHex[static_cast<unsigned char>(c) & 0xF]);
+        } else {
+          out->push_back(c);
+        }
+    }
+  }
+  out->push_back('"');
+  return absl::OkStatus();
+}
+
+// Appends the canonical form of `value`, which sits inside `depth` arrays or
+// objects.
+absl::Status AppendValue(const Json& value, int depth, std::string* out) {
+  if (value.is_structured() && depth >= kMaxCanonicalJsonDepth) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "JSON nesting is deeper than ", kMaxCanonicalJsonDepth, " levels"));
+  }
+  switch (value.type()) {
+    case Json::value_t::null:
+      out->append("null");
+      return absl::OkStatus();
+    case Json::value_t::boolean:
+      out->append(value.get<bool>() ? "true" : "false");
+      return absl::OkStatus();
+    case Json::value_t::number_integer:
+      AppendNumber(static_cast<double>(value.get<int64_t>()), out);
+      return absl::OkStatus();
+    case Json::value_t::number_unsigned:
+      AppendNumber(static_cast<double>(value.get<uint64_t>()), out);
+      return absl::OkStatus();
+    case Json::value_t::number_float: {
+      const double number = value.get<double>();
+      if (!std::isfinite(number)) {
+        return absl::InvalidArgumentError("JSON number is not finite");
+      }
+      AppendNumber(number, out);
+      return absl::OkStatus();
+    }
+    case Json::value_t::string:
+      return AppendString(value.get_ref<const Json::string_t&>(), out);
+    case Json::value_t::array: {
+      out->push_back('[');
+      bool first = true;
+      for (const Json& element : value) {
+        if (!first) out->push_back(',');
+        first = false;
+        if (absl::Status s = AppendValue(element, depth + 1, out); !s.ok()) {
+          return s;
+        }
+      }
+      out->push_back(']');
+      return absl::OkStatus();
+    }
+    case Json::value_t::object: {
+      const auto& object = value.get_ref<const Json::object_t&>();
+      std::vector<const Json::object_t::value_type*> members;
+      members.reserve(object.size());
+      for (const auto& member : object) {
+        if (!internal::IsValidUtf8(member.first)) {
+          return absl::InvalidArgumentError(
+              "JSON member name is not valid UTF-8");
+        }
+        members.push_back(&member);
+      }
+      std::sort(members.begin(), members.end(), [](auto* a, auto* b) {
+        return internal::CompareUtf16(a->first, b->first) < 0;
+      });
+      out->push_back('{');
+      bool first = true;
+      for (const auto* member : members) {
+        if (!first) out->push_back(',');
+        first = false;
+        if (absl::Status s = AppendString(member->first, out); !s.ok()) {
+          return s;
+        }
+        out->push_back(':');
+        if (absl::Status s = AppendValue(member->second, depth + 1, out);
+            !s.ok()) {
+          return s;
+        }
+      }
+      out->push_back('}');
+      return absl::OkStatus();
+    }
+    case Json::value_t::binary:
+      return absl::InvalidArgumentError("binary values have no JSON form");
+    case Json::value_t::discarded:
+      break;
+  }
+  return absl::InvalidArgumentError("discarded value has no JSON form");
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> CanonicalizeJson(std::string_view json_text) {
+  if (json_text.size() > kMaxCanonicalJsonBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JSON text is ", json_text.size(), " bytes, more than ",
+                     kMaxCanonicalJsonBytes));
+  }
+  if (json_text.starts_with("\xEF\xBB\xBF")) {
+    return absl::InvalidArgumentError(
+        "JSON text starts with a byte-order mark");
+  }
+  // The parser keeps the last of repeated member names; count each object's
+  // names as they are read and compare with the object's size at its end.
+  std::vector<size_t> names_read;
+  bool repeated_name = false;
+  const Json::parser_callback_t count_names =
+      [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+        switch (event) {
+          case Json::parse_event_t::object_start:
+            names_read.push_back(0);
+            break;
+          case Json::parse_event_t::key:
+            ++names_read.back();
+            break;
+          case Json::parse_event_t::object_end:
+            repeated_name |= names_read.back() != parsed.size();
+            names_read.pop_back();
+            break;
+          default:
+            break;
+        }
+        return true;
+      };
+  const Json value =
+      Json::parse(json_text, count_names, /*allow_exceptions=*/false);
+  if (value.is_discarded()) {
+    return absl::InvalidArgumentError(
+        "not valid JSON (syntax, a number out of range, or invalid Unicode)");
+  }
+  if (repeated_name) {
+    return absl::InvalidArgumentError("JSON object has a duplicate key");
+  }
+  return CanonicalizeJsonValue(value);
+}
+
+absl::StatusOr<std::string> CanonicalizeJsonValue(const nlohmann::json& value) {
+  std::string out;
+  if (absl::Status s = AppendValue(value, 0, &out); !s.ok()) return s;
+  return out;
+}
+
+}  // namespace cachewatch::client
