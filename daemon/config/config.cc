@@ -1,0 +1,187 @@
+#include "daemon/config/config.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include "daemon/config/yaml_config.h"
+#include "daemon/core/provider_traits.h"
+
+namespace cachewatch {
+namespace {
+
+constexpr char kDescription[] =
+    "cachewatchd: tells LLM agents why their prompt cache broke.\n"
+    "Agents send a snapshot before each model request and the usage after "
+    "it; every drop in cache reads is classified, stored in SQLite, exported "
+    "on /metrics and streamed to watchers.\n"
+    "Every flag can also be set as CACHEWATCH_<FLAG_NAME> in the environment "
+    "or as <flag-name>: in the --config YAML file (flag > env > file).";
+
+std::string EnvName(const std::string& flag) {
+  std::string name = "CACHEWATCH_" + flag;
+  for (char& c : name) c = c == '-' ? '_' : std::toupper(c);
+  return name;
+}
+
+template <typename T>
+CLI::Option* Add(CLI::App& app, const std::string& flag, T& field,
+                 const std::string& help) {
+  return app.add_option("--" + flag, field, help)
+      ->capture_default_str()
+      ->envname(EnvName(flag));
+}
+
+// "model=input,write5m,write1h,read" (USD per million tokens).
+void ParsePrice(const std::string& text, ClassifierOptions& options) {
+  const size_t equals = text.rfind('=');
+  std::vector<double> values;
+  if (equals != std::string::npos && equals > 0) {
+    std::stringstream numbers(text.substr(equals + 1));
+    for (std::string number; std::getline(numbers, number, ',');) {
+      try {
+        size_t used = 0;
+        values.push_back(std::stod(number, &used));
+        if (used != number.size() || values.back() < 0) values.clear();
+      } catch (const std::exception&) {
+        values.clear();
+      }
+      if (values.empty()) break;
+    }
+  }
+  if (values.size() != 4) {
+    throw CLI::ValidationError(
+        "--price", "'" + text +
+                       "': expected MODEL=INPUT,WRITE_5M,WRITE_1H,READ "
+                       "(USD per million tokens, >= 0)");
+  }
+  options.prices[text.substr(0, equals)] = {values[0], values[1], values[2],
+                                            values[3]};
+}
+
+// "provider=seconds".
+void ParseTtl(const std::string& text, ClassifierOptions& options) {
+  const size_t equals = text.find('=');
+  const std::string provider = text.substr(0, equals);
+  for (int value = v1::Provider_MIN; value <= v1::Provider_MAX; ++value) {
+    const auto candidate = static_cast<v1::Provider>(value);
+    if (value == v1::PROVIDER_UNSPECIFIED ||
+        ProviderName(candidate) != provider) {
+      continue;
+    }
+    try {
+      const int seconds = std::stoi(text.substr(equals + 1));
+      if (seconds > 0) {
+        options.default_ttl_seconds[candidate] = seconds;
+        return;
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  throw CLI::ValidationError(
+      "--ttl", "'" + text +
+                   "': expected PROVIDER=SECONDS with PROVIDER one of "
+                   "anthropic, bedrock, openai, gemini, dashscope, deepseek, "
+                   "kimi");
+}
+
+}  // namespace
+
+std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
+                                             const std::string& version) {
+  Config config;
+  CLI::App app(kDescription, "cachewatchd");
+  app.config_formatter(std::make_shared<YamlConfig>());
+  app.set_config("--config", "", "YAML config file; keys are flag names")
+      ->envname("CACHEWATCH_CONFIG");
+  app.set_version_flag("--version", version);
+
+  Add(app, "listen", config.listen, "gRPC address to serve cachewatch.v1 on");
+  Add(app, "metrics-listen", config.metrics_listen,
+      "Address of the Prometheus /metrics endpoint; empty disables it");
+  Add(app, "db-path", config.store.path, "SQLite database file");
+  Add(app, "retention-hours", config.retention_hours,
+      "Delete turns and breaks older than this; 0 keeps everything")
+      ->check(CLI::NonNegativeNumber);
+  Add(app, "min-missed-tokens", config.classifier.min_missed_tokens,
+      "A break misses at least this many cached tokens")
+      ->check(CLI::NonNegativeNumber);
+  Add(app, "min-missed-ratio", config.classifier.min_missed_ratio,
+      "... and at least this share of the expected reuse")
+      ->check(CLI::Range(0.0, 1.0));
+  std::vector<std::string> ttls;
+  Add(app, "ttl", ttls,
+      "Cache TTL assumed for a provider, PROVIDER=SECONDS (repeatable); "
+      "defaults: 300 for every provider");
+  std::vector<std::string> prices;
+  Add(app, "price", prices,
+      "Price of a model, MODEL=INPUT,WRITE_5M,WRITE_1H,READ in USD per "
+      "million tokens (repeatable); breaks then carry their extra cost");
+  Add(app, "max-lanes", config.tracker.max_lanes,
+      "Most lanes held in memory; the least recently used is forgotten")
+      ->check(CLI::PositiveNumber);
+  int64_t pending_timeout_seconds = config.tracker.pending_timeout_us / 1000000;
+  Add(app, "pending-timeout-seconds", pending_timeout_seconds,
+      "Give up a snapshot whose usage has not arrived after this long")
+      ->check(CLI::PositiveNumber);
+  int64_t idle_lane_seconds = config.tracker.idle_lane_timeout_us / 1000000;
+  Add(app, "idle-lane-seconds", idle_lane_seconds,
+      "Forget a lane without records for this long")
+      ->check(CLI::PositiveNumber);
+  Add(app, "max-tools", config.limits.max_tools,
+      "Most tools a snapshot may list (more: INVALID_ARGUMENT)")
+      ->check(CLI::PositiveNumber);
+  Add(app, "max-message-bytes", config.max_message_bytes,
+      "Largest gRPC message accepted (larger: RESOURCE_EXHAUSTED)")
+      ->check(CLI::PositiveNumber);
+  int64_t group_commit_us = config.store.max_batch_delay.count();
+  Add(app, "group-commit-us", group_commit_us,
+      "Longest wait for more records before a commit, in microseconds")
+      ->check(CLI::NonNegativeNumber);
+  Add(app, "max-batch-records", config.store.max_batch_records,
+      "Most records committed in one transaction")
+      ->check(CLI::PositiveNumber);
+  Add(app, "max-queued-records", config.store.max_queued_records,
+      "Records waiting for the store before ingest answers "
+      "RESOURCE_EXHAUSTED")
+      ->check(CLI::PositiveNumber);
+  Add(app, "synchronous-full", config.store.synchronous_full,
+      "SQLite synchronous=FULL: acknowledged records also survive power "
+      "loss (slower); the default NORMAL survives a daemon crash");
+  Add(app, "max-label-values", config.max_label_values,
+      "Distinct values per metric label; the rest are reported as 'other'")
+      ->check(CLI::PositiveNumber);
+  Add(app, "watch-buffer", config.watch_buffer,
+      "Breaks buffered per live watcher before it is cut off")
+      ->check(CLI::PositiveNumber);
+  Add(app, "tracker-shards", config.tracker_shards,
+      "Independent lane tracker shards (lock striping)")
+      ->check(CLI::Range(1, 1024));
+  Add(app, "shutdown-grace-seconds", config.shutdown_grace_seconds,
+      "On SIGTERM, how long in-flight calls get to finish")
+      ->check(CLI::NonNegativeNumber);
+  Add(app, "log-level", config.log_level, "debug, info, warn or error")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+
+  try {
+    app.parse(argc, argv);
+    for (const std::string& price : prices) {
+      ParsePrice(price, config.classifier);
+    }
+    for (const std::string& ttl : ttls) ParseTtl(ttl, config.classifier);
+  } catch (const CLI::ParseError& error) {
+    std::ostringstream out;
+    std::ostringstream err;
+    const int code = app.exit(error, out, err);
+    return ConfigExit{code, out.str() + err.str()};
+  }
+  config.tracker.pending_timeout_us = pending_timeout_seconds * 1000000;
+  config.tracker.idle_lane_timeout_us = idle_lane_seconds * 1000000;
+  config.store.max_batch_delay = std::chrono::microseconds(group_commit_us);
+  return config;
+}
+
+}  // namespace cachewatch

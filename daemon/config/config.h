@@ -1,0 +1,50 @@
+// The daemon's configuration: every setting has a flag, an environment
+// variable (CACHEWATCH_ + the flag name in upper case with underscores) and
+// a key in the YAML config file (--config). Precedence: flag, then
+// environment, then file, then the default shown by --help.
+//
+// ParseConfig is not thread-safe (it is called once, from main).
+#ifndef CACHEWATCH_DAEMON_CONFIG_CONFIG_H_
+#define CACHEWATCH_DAEMON_CONFIG_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <variant>
+
+#include "absl/status/statusor.h"
+#include "daemon/core/classifier.h"
+#include "daemon/core/lane_tracker.h"
+#include "daemon/ingest/validation.h"
+#include "daemon/store/store.h"
+
+namespace cachewatch {
+
+struct Config {
+  std::string listen = "127.0.0.1:50051";         // gRPC address.
+  std::string metrics_listen = "127.0.0.1:9464";  // "" disables /metrics.
+  StoreOptions store;                             // db-path etc.
+  ClassifierOptions classifier;                   // thresholds, TTLs, prices
+  TrackerOptions tracker;                         // lanes, timeouts
+  ValidationLimits limits;                        // tools, names, times
+  int max_message_bytes = 4 * 1024 * 1024;        // Larger: RESOURCE_EXHAUSTED.
+  int64_t retention_hours = 24 * 30;              // 0 keeps everything.
+  size_t max_label_values = 100;                  // Per metric label.
+  size_t watch_buffer = 1024;                     // Breaks per subscriber.
+  int tracker_shards = 16;
+  int shutdown_grace_seconds = 10;
+  std::string log_level = "info";  // debug, info, warn, error
+};
+
+// What ParseConfig decided: run with a config, or exit (after --help,
+// --version or an error, with the text to print and the exit code).
+struct ConfigExit {
+  int exit_code;
+  std::string message;
+};
+
+std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
+                                             const std::string& version);
+
+}  // namespace cachewatch
+
+#endif  // CACHEWATCH_DAEMON_CONFIG_CONFIG_H_

@@ -1,0 +1,133 @@
+#include "daemon/config/config.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace cachewatch {
+namespace {
+
+std::variant<Config, ConfigExit> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "cachewatchd");
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  return ParseConfig(static_cast<int>(argv.size()), argv.data(), "1.2.3");
+}
+
+Config MustParse(std::vector<std::string> args) {
+  auto parsed = Parse(std::move(args));
+  if (auto* exit = std::get_if<ConfigExit>(&parsed)) {
+    ADD_FAILURE() << exit->message;
+    return Config{};
+  }
+  return std::get<Config>(parsed);
+}
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ConfigTest, DefaultsAreSafe) {
+  const Config config = MustParse({});
+  EXPECT_EQ(config.listen, "127.0.0.1:50051");
+  EXPECT_EQ(config.metrics_listen, "127.0.0.1:9464");
+  EXPECT_EQ(config.store.path, "./cachewatch.db");
+  EXPECT_EQ(config.classifier.min_missed_tokens, 2000);
+  EXPECT_DOUBLE_EQ(config.classifier.min_missed_ratio, 0.05);
+}
+
+TEST(ConfigTest, FlagsSetEverything) {
+  const Config config = MustParse(
+      {"--listen", "0.0.0.0:7000", "--db-path", "/tmp/x.db",
+       "--min-missed-tokens", "500", "--ttl", "openai=600", "--price",
+       "claude-sonnet-4-5=3,3.75,6,0.3", "--pending-timeout-seconds", "30",
+       "--group-commit-us", "500", "--synchronous-full", "true"});
+  EXPECT_EQ(config.listen, "0.0.0.0:7000");
+  EXPECT_EQ(config.store.path, "/tmp/x.db");
+  EXPECT_EQ(config.classifier.min_missed_tokens, 500);
+  EXPECT_EQ(config.classifier.default_ttl_seconds.at(v1::PROVIDER_OPENAI),
+            600u);
+  EXPECT_DOUBLE_EQ(
+      config.classifier.prices.at("claude-sonnet-4-5").cache_write_5m, 3.75);
+  EXPECT_EQ(config.tracker.pending_timeout_us, 30'000'000);
+  EXPECT_EQ(config.store.max_batch_delay.count(), 500);
+  EXPECT_TRUE(config.store.synchronous_full);
+}
+
+TEST(ConfigTest, YamlFileThenEnvironmentThenFlags) {
+  const std::string path = WriteFile("cachewatch-config-test.yaml", R"(
+db_path: /var/lib/cachewatch/file.db
+listen: 127.0.0.1:6000
+min-missed-ratio: 0.2
+prices:
+  gpt-5.1: {input: 1.25, cache_write_5m: 1.25, cache_write_1h: 1.25, cache_read: 0.125}
+ttl:
+  anthropic: 3600
+)");
+  setenv("CACHEWATCH_LISTEN", "127.0.0.1:6001", 1);
+  Config config = MustParse({"--config", path});
+  EXPECT_EQ(config.store.path, "/var/lib/cachewatch/file.db");
+  EXPECT_EQ(config.listen, "127.0.0.1:6001");  // Environment over file.
+  EXPECT_DOUBLE_EQ(config.classifier.min_missed_ratio, 0.2);
+  EXPECT_DOUBLE_EQ(config.classifier.prices.at("gpt-5.1").cache_read, 0.125);
+  EXPECT_EQ(config.classifier.default_ttl_seconds.at(v1::PROVIDER_ANTHROPIC),
+            3600u);
+  config = MustParse({"--config", path, "--listen", "127.0.0.1:6002"});
+  EXPECT_EQ(config.listen, "127.0.0.1:6002");  // Flag over environment.
+  unsetenv("CACHEWATCH_LISTEN");
+}
+
+TEST(ConfigTest, BadValuesAreClearErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* mention;
+  };
+  const Case cases[] = {
+      {{"--price", "claude=3,x,6,0.3"}, "MODEL=INPUT,WRITE_5M,WRITE_1H,READ"},
+      {{"--ttl", "nosuch=300"}, "PROVIDER=SECONDS"},
+      {{"--min-missed-ratio", "2"}, "min-missed-ratio"},
+      {{"--log-level", "loud"}, "log-level"},
+      {{"--no-such-flag"}, "no-such-flag"},
+      {{"--config", "/nonexistent/cachewatch.yaml"}, "cachewatch.yaml"},
+  };
+  for (const Case& c : cases) {
+    auto parsed = Parse(c.args);
+    ASSERT_TRUE(std::holds_alternative<ConfigExit>(parsed)) << c.mention;
+    const ConfigExit& exit = std::get<ConfigExit>(parsed);
+    EXPECT_NE(exit.exit_code, 0);
+    EXPECT_NE(exit.message.find(c.mention), std::string::npos) << exit.message;
+  }
+}
+
+TEST(ConfigTest, MalformedYamlIsAnError) {
+  const std::string path =
+      WriteFile("cachewatch-bad.yaml", "listen: [unclosed\n");
+  auto parsed = Parse({"--config", path});
+  ASSERT_TRUE(std::holds_alternative<ConfigExit>(parsed));
+  EXPECT_NE(std::get<ConfigExit>(parsed).exit_code, 0);
+}
+
+TEST(ConfigTest, HelpAndVersionExitZero) {
+  auto help = Parse({"--help"});
+  ASSERT_TRUE(std::holds_alternative<ConfigExit>(help));
+  EXPECT_EQ(std::get<ConfigExit>(help).exit_code, 0);
+  EXPECT_NE(std::get<ConfigExit>(help).message.find("CACHEWATCH_"),
+            std::string::npos);
+  EXPECT_NE(std::get<ConfigExit>(help).message.find("--db-path"),
+            std::string::npos);
+  auto version = Parse({"--version"});
+  ASSERT_TRUE(std::holds_alternative<ConfigExit>(version));
+  EXPECT_EQ(std::get<ConfigExit>(version).exit_code, 0);
+  EXPECT_NE(std::get<ConfigExit>(version).message.find("1.2.3"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace cachewatch

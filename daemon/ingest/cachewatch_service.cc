@@ -1,0 +1,191 @@
+#include "daemon/ingest/cachewatch_service.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace cachewatch {
+namespace {
+
+// Records a stream may have read but not yet committed; the reader waits
+// beyond this (flow control back to the client).
+constexpr size_t kMaxStreamInFlight = 4096;
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+v1::RecordAck AckFor(const ProcessedRecord& record) {
+  v1::RecordAck ack;
+  ack.set_request_id(record.request_id);
+  ack.set_is_usage(record.is_usage);
+  ack.set_code(static_cast<int32_t>(record.status.code()));
+  ack.set_message(std::string(record.status.message()));
+  if (record.status.ok()) {
+    ack.set_duplicate(record.duplicate);
+    if (record.is_usage) *ack.mutable_classification() = record.classification;
+  }
+  return ack;
+}
+
+}  // namespace
+
+grpc::Status CacheWatchService::RecordSnapshot(
+    grpc::ServerContext*, const v1::RecordSnapshotRequest* request,
+    v1::RecordSnapshotResponse* response) {
+  ProcessedRecord record =
+      request->has_snapshot()
+          ? pipeline_->ProcessSnapshot(request->snapshot())
+          : pipeline_->Reject(false,
+                              absl::InvalidArgumentError("snapshot: required"));
+  pipeline_->Commit({&record});
+  response->set_duplicate(record.duplicate);
+  return ToGrpc(record.status);
+}
+
+grpc::Status CacheWatchService::RecordUsage(
+    grpc::ServerContext*, const v1::RecordUsageRequest* request,
+    v1::RecordUsageResponse* response) {
+  ProcessedRecord record =
+      request->has_usage()
+          ? pipeline_->ProcessUsage(request->usage())
+          : pipeline_->Reject(true,
+                              absl::InvalidArgumentError("usage: required"));
+  pipeline_->Commit({&record});
+  response->set_duplicate(record.duplicate);
+  *response->mutable_classification() = record.classification;
+  return ToGrpc(record.status);
+}
+
+// The reader thread (this handler) tracks each record as it arrives; a
+// committer thread makes everything read so far durable in one store write
+// and then acknowledges it, so a busy stream commits in batches.
+grpc::Status CacheWatchService::Record(
+    grpc::ServerContext*,
+    grpc::ServerReaderWriter<v1::RecordAck, v1::RecordRequest>* stream) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<ProcessedRecord> in_flight;  // Guarded by mutex.
+  bool reading = true;                    // Guarded by mutex.
+  bool writable = true;                   // Guarded by mutex.
+
+  std::thread committer([&] {
+    for (;;) {
+      std::deque<ProcessedRecord> batch;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        changed.wait(lock, [&] { return !in_flight.empty() || !reading; });
+        if (in_flight.empty()) return;
+        batch.swap(in_flight);
+      }
+      changed.notify_all();
+      std::vector<ProcessedRecord*> pointers;
+      for (ProcessedRecord& record : batch) pointers.push_back(&record);
+      pipeline_->Commit(pointers);
+      for (const ProcessedRecord& record : batch) {
+        if (!stream->Write(AckFor(record))) {
+          std::lock_guard<std::mutex> lock(mutex);
+          writable = false;
+          break;
+        }
+      }
+    }
+  });
+
+  v1::RecordRequest request;
+  while (stream->Read(&request)) {
+    ProcessedRecord record =
+        request.has_snapshot() ? pipeline_->ProcessSnapshot(request.snapshot())
+        : request.has_usage()
+            ? pipeline_->ProcessUsage(request.usage())
+            : pipeline_->Reject(false, absl::InvalidArgumentError(
+                                           "record: one of snapshot or "
+                                           "usage is required"));
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] {
+      return in_flight.size() < kMaxStreamInFlight || !writable;
+    });
+    if (!writable) break;
+    in_flight.push_back(std::move(record));
+    changed.notify_all();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    reading = false;
+  }
+  changed.notify_all();
+  committer.join();
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheWatchService::ListBreaks(grpc::ServerContext*,
+                                           const v1::ListBreaksRequest* request,
+                                           v1::ListBreaksResponse* response) {
+  absl::StatusOr<v1::ListBreaksResponse> result = store_->ListBreaks(*request);
+  if (!result.ok()) return ToGrpc(result.status());
+  *response = *std::move(result);
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheWatchService::ExplainBreak(
+    grpc::ServerContext*, const v1::ExplainBreakRequest* request,
+    v1::ExplainBreakResponse* response) {
+  if (request->break_id().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "break_id: required");
+  }
+  absl::StatusOr<v1::ExplainBreakResponse> result =
+      store_->ExplainBreak(request->break_id());
+  if (!result.ok()) return ToGrpc(result.status());
+  *response = *std::move(result);
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheWatchService::WatchBreaks(
+    grpc::ServerContext* context, const v1::WatchBreaksRequest* request,
+    grpc::ServerWriter<v1::PromptCacheBreak>* writer) {
+  std::shared_ptr<BreakHub::Subscription> subscription =
+      hub_->Subscribe(*request);
+  v1::PromptCacheBreak next;
+  while (!context->IsCancelled() && !shutting_down_) {
+    switch (subscription->Next(std::chrono::milliseconds(200), &next)) {
+      case BreakHub::NextResult::kBreak:
+        if (!writer->Write(next)) return grpc::Status::OK;
+        break;
+      case BreakHub::NextResult::kTimeout:
+        break;
+      case BreakHub::NextResult::kOverflowed:
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            "watch: fell too far behind the break stream; "
+                            "reconnect and catch up with ListBreaks");
+      case BreakHub::NextResult::kClosed:
+        return grpc::Status::OK;
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheWatchService::GetLaneTimeline(
+    grpc::ServerContext*, const v1::GetLaneTimelineRequest* request,
+    v1::GetLaneTimelineResponse* response) {
+  if (request->agent().empty() || request->session_id().empty()) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        request->agent().empty() ? "agent: required" : "session_id: required");
+  }
+  const LaneKey key = LaneKeyOf(*request);
+  absl::StatusOr<v1::GetLaneTimelineResponse> result =
+      store_->LaneTimeline(key, request->limit());
+  if (!result.ok()) return ToGrpc(result.status());
+  *response = *std::move(result);
+  return grpc::Status::OK;
+}
+
+}  // namespace cachewatch

@@ -1,0 +1,61 @@
+// The cachewatch.v1.CacheWatch gRPC service (synchronous API): ingest RPCs
+// go through the IngestPipeline and answer once the record is durable; query
+// RPCs read the store; WatchBreaks follows the BreakHub.
+//
+// Thread-safe; gRPC calls it from its own thread pool.
+#ifndef CACHEWATCH_DAEMON_INGEST_CACHEWATCH_SERVICE_H_
+#define CACHEWATCH_DAEMON_INGEST_CACHEWATCH_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+
+#include "cachewatch/v1/service.grpc.pb.h"
+#include "daemon/ingest/break_hub.h"
+#include "daemon/ingest/ingest_pipeline.h"
+#include "daemon/store/store.h"
+
+namespace cachewatch {
+
+class CacheWatchService final : public v1::CacheWatch::Service {
+ public:
+  // All pointers must outlive the service.
+  CacheWatchService(IngestPipeline* pipeline, Store* store, BreakHub* hub)
+      : pipeline_(pipeline), store_(store), hub_(hub) {}
+
+  // Ends open Record streams' waits and WatchBreaks calls (for shutdown).
+  void BeginShutdown() { shutting_down_ = true; }
+
+  grpc::Status RecordSnapshot(grpc::ServerContext* context,
+                              const v1::RecordSnapshotRequest* request,
+                              v1::RecordSnapshotResponse* response) override;
+  grpc::Status RecordUsage(grpc::ServerContext* context,
+                           const v1::RecordUsageRequest* request,
+                           v1::RecordUsageResponse* response) override;
+  grpc::Status Record(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::RecordAck, v1::RecordRequest>* stream)
+      override;
+  grpc::Status ListBreaks(grpc::ServerContext* context,
+                          const v1::ListBreaksRequest* request,
+                          v1::ListBreaksResponse* response) override;
+  grpc::Status ExplainBreak(grpc::ServerContext* context,
+                            const v1::ExplainBreakRequest* request,
+                            v1::ExplainBreakResponse* response) override;
+  grpc::Status WatchBreaks(
+      grpc::ServerContext* context, const v1::WatchBreaksRequest* request,
+      grpc::ServerWriter<v1::PromptCacheBreak>* writer) override;
+  grpc::Status GetLaneTimeline(grpc::ServerContext* context,
+                               const v1::GetLaneTimelineRequest* request,
+                               v1::GetLaneTimelineResponse* response) override;
+
+ private:
+  IngestPipeline* const pipeline_;
+  Store* const store_;
+  BreakHub* const hub_;
+  std::atomic<bool> shutting_down_{false};
+};
+
+}  // namespace cachewatch
+
+#endif  // CACHEWATCH_DAEMON_INGEST_CACHEWATCH_SERVICE_H_

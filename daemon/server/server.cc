@@ -1,0 +1,155 @@
+#include "daemon/server/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "daemon/ingest/break_hub.h"
+#include "daemon/ingest/cachewatch_service.h"
+#include "daemon/ingest/clock.h"
+#include "daemon/ingest/ingest_pipeline.h"
+#include "daemon/metrics/exposer.h"
+#include "daemon/metrics/metrics.h"
+#include "daemon/server/log.h"
+#include "daemon/store/store.h"
+
+namespace cachewatch {
+namespace {
+
+PipelineOptions PipelineOptionsFrom(const Config& config) {
+  PipelineOptions options;
+  options.tracker = config.tracker;
+  options.classifier = config.classifier;
+  options.limits = config.limits;
+  options.shards = config.tracker_shards;
+  options.retention_us = config.retention_hours * 3600 * 1'000'000;
+  return options;
+}
+
+// Runs `pipeline.Maintain()` every second until stopped.
+class MaintenanceLoop {
+ public:
+  explicit MaintenanceLoop(IngestPipeline* pipeline)
+      : thread_([this, pipeline] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          while (!stop_cv_.wait_for(lock, std::chrono::seconds(1),
+                                    [this] { return stopping_; })) {
+            lock.unlock();
+            pipeline->Maintain();
+            lock.lock();
+          }
+        }) {}
+  ~MaintenanceLoop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    stop_cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // Guarded by mutex_.
+  std::thread thread_;
+};
+
+}  // namespace
+
+int RunServer(const Config& config, const std::string& version) {
+  SetLogLevel(ParseLogLevel(config.log_level));
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  MetricsOptions metrics_options;
+  metrics_options.max_label_values = config.max_label_values;
+  Metrics metrics(metrics_options, version);
+
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(config.store);
+  if (!store.ok()) {
+    Log(LogLevel::kError, "cannot open the store",
+        {{"path", config.store.path},
+         {"error", std::string(store.status().message())}});
+    return 1;
+  }
+
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::string metrics_address;
+  if (!config.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> started =
+        StartExposer(config.metrics_listen, metrics.registry());
+    if (!started.ok()) {
+      Log(LogLevel::kError, "cannot serve /metrics",
+          {{"address", config.metrics_listen},
+           {"error", std::string(started.status().message())}});
+      return 1;
+    }
+    exposer = *std::move(started);
+    const std::string metrics_host =
+        config.metrics_listen.substr(0, config.metrics_listen.rfind(':'));
+    metrics_address = metrics_host + ":" +
+                      std::to_string(exposer->GetListeningPorts().front());
+  }
+
+  BreakHub hub(config.watch_buffer);
+  SystemClock clock;
+  IngestPipeline pipeline(PipelineOptionsFrom(config), store->get(), &metrics,
+                          &hub, &clock);
+  absl::StatusOr<size_t> restored = pipeline.RestoreLanes();
+  if (!restored.ok()) {
+    Log(LogLevel::kWarn, "could not reload recent lanes",
+        {{"error", std::string(restored.status().message())}});
+  }
+  CacheWatchService service(&pipeline, store->get(), &hub);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(),
+                           &grpc_port);
+  builder.SetMaxReceiveMessageSize(config.max_message_bytes);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || grpc_port == 0) {
+    Log(LogLevel::kError, "cannot serve gRPC", {{"address", config.listen}});
+    return 1;
+  }
+  const std::string host = config.listen.substr(0, config.listen.rfind(':'));
+  Log(LogLevel::kInfo, "listening",
+      {{"grpc", host + ":" + std::to_string(grpc_port)},
+       {"metrics", metrics_address},
+       {"db", config.store.path},
+       {"version", version},
+       {"restored_lanes", restored.ok() ? *restored : 0}});
+
+  int signal_number = 0;
+  {
+    MaintenanceLoop maintenance(&pipeline);
+    sigwait(&signals, &signal_number);
+    Log(LogLevel::kInfo, "shutting down", {{"signal", signal_number}});
+    server->GetHealthCheckService()->SetServingStatus(false);
+    service.BeginShutdown();
+    hub.Close();
+    server->Shutdown(std::chrono::system_clock::now() +
+                     std::chrono::seconds(config.shutdown_grace_seconds));
+    server->Wait();
+  }
+  store->reset();  // Drains the queue and commits.
+  Log(LogLevel::kInfo, "stopped");
+  return 0;
+}
+
+}  // namespace cachewatch

@@ -1,0 +1,74 @@
+// Test support: runs the real cachewatchd binary as a child process on
+// loopback ports it picks itself (port 0), with its database in a fresh
+// temporary directory, and learns the ports from its "listening" log line.
+//
+// Not thread-safe; one test thread drives it.
+#ifndef CACHEWATCH_TESTS_SUPPORT_DAEMON_PROCESS_H_
+#define CACHEWATCH_TESTS_SUPPORT_DAEMON_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cachewatch/v1/service.grpc.pb.h"
+
+namespace cachewatch::testing {
+
+// A fresh directory under $TMPDIR, removed with its contents on
+// destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+class DaemonProcess {
+ public:
+  // Starts cachewatchd with `db_path` and the extra flags; waits until it
+  // serves (fails the test and returns false otherwise).
+  DaemonProcess() = default;
+  ~DaemonProcess();
+  bool Start(const std::string& db_path,
+             const std::vector<std::string>& extra_flags = {});
+  // SIGTERM and wait; returns the exit status (-1 if it did not exit).
+  int Stop();
+  // SIGKILL and wait.
+  void Kill();
+
+  const std::string& grpc_address() const { return grpc_address_; }
+  const std::string& metrics_address() const { return metrics_address_; }
+  std::string Logs();
+  std::unique_ptr<v1::CacheWatch::Stub> NewStub() const;
+
+ private:
+  pid_t pid_ = -1;
+  int stderr_fd_ = -1;
+  std::thread log_reader_;
+  std::mutex logs_mutex_;
+  std::string logs_;  // Guarded by logs_mutex_.
+  std::string grpc_address_;
+  std::string metrics_address_;
+};
+
+// GET http://address/path over a plain socket; returns the body, or "" on
+// failure.
+std::string HttpGet(const std::string& address, const std::string& path);
+
+// The value of the first sample line of `metrics_text` whose name and labels
+// contain every fragment, e.g. {"cachewatch_breaks_total{",
+// "reason=\"tools_order_changed\""}; -1 when none matches.
+double MetricValue(const std::string& metrics_text,
+                   const std::vector<std::string>& fragments);
+
+}  // namespace cachewatch::testing
+
+#endif  // CACHEWATCH_TESTS_SUPPORT_DAEMON_PROCESS_H_
