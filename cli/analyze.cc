@@ -1,0 +1,155 @@
+#include "cli/analyze.h"
+
+#include <algorithm>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "cli/format.h"
+#include "daemon/core/classifier.h"
+#include "daemon/core/lane_tracker.h"
+#include "daemon/ingest/validation.h"
+
+namespace cachewatch::cli {
+namespace {
+
+void Collect(const std::vector<ClassifiedTurn>& classified,
+             TraceAnalysis& analysis) {
+  for (const ClassifiedTurn& turn : classified) {
+    ++analysis.turns_by_verdict[turn.classification.verdict()];
+    if (turn.classification.verdict() == v1::VERDICT_BREAK) {
+      analysis.breaks.push_back(turn.classification.cache_break());
+    }
+  }
+}
+
+struct AnalyzeOptions {
+  std::string path;
+  bool json = false;
+};
+
+void PrintSummary(const TraceAnalysis& analysis, size_t unreadable_lines) {
+  int turns = 0;
+  std::string verdicts;
+  for (const auto& [verdict, count] : analysis.turns_by_verdict) {
+    turns += count;
+    absl::StrAppend(&verdicts, verdicts.empty() ? "" : ", ",
+                    VerdictName(verdict), " ", count);
+  }
+  std::cout << "\n"
+            << turns << " turns (" << verdicts << "), "
+            << analysis.breaks.size() << " breaks, " << analysis.duplicates
+            << " duplicate records, " << analysis.invalid + unreadable_lines
+            << " invalid lines\n\n"
+            << ReasonSummaryTable(analysis.breaks);
+}
+
+absl::Status RunAnalyze(const AnalyzeOptions& options) {
+  absl::StatusOr<Trace> trace = ReadTrace(options.path);
+  if (!trace.ok()) return trace.status();
+  for (const TraceLineError& error : trace->errors) {
+    std::cerr << options.path << ":" << error.line << ": "
+              << error.status.message() << "\n";
+  }
+  const TraceAnalysis analysis = AnalyzeTrace(
+      trace->records, [&](const TraceRecord& record, const absl::Status& why) {
+        std::cerr << options.path << ":" << record.line << ": " << why.message()
+                  << "\n";
+      });
+  for (const v1::PromptCacheBreak& cache_break : analysis.breaks) {
+    if (options.json) {
+      std::cout << BreakSummaryJson(cache_break).dump() << "\n";
+    } else {
+      std::cout << BreakLine(cache_break) << "\n";
+    }
+  }
+  if (!options.json) PrintSummary(analysis, trace->errors.size());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+TraceAnalysis AnalyzeTrace(
+    const std::vector<TraceRecord>& records,
+    const std::function<void(const TraceRecord&, const absl::Status&)>&
+        on_invalid) {
+  TraceAnalysis analysis;
+  LaneTracker tracker(TrackerOptions{}, ClassifierOptions{});
+  const ValidationLimits limits;
+  int64_t now_us = std::numeric_limits<int64_t>::min();
+  for (const TraceRecord& entry : records) {
+    const v1::RecordRequest& record = entry.record;
+    now_us = std::max(now_us, RecordTimeMicros(record));
+    Collect(tracker.Expire(now_us), analysis);
+    RecordOutcome outcome = RecordOutcome::kAccepted;
+    if (record.has_snapshot()) {
+      if (absl::Status valid =
+              ValidateSnapshot(record.snapshot(), limits, now_us);
+          !valid.ok()) {
+        ++analysis.invalid;
+        on_invalid(entry, valid);
+        continue;
+      }
+      SnapshotResult result = tracker.AddSnapshot(
+          std::make_shared<const v1::Snapshot>(record.snapshot()), now_us);
+      outcome = result.outcome;
+      Collect(result.classified, analysis);
+    } else {
+      absl::StatusOr<v1::NormalizedUsage> normalized =
+          ValidateUsage(record.usage(), limits, now_us);
+      if (!normalized.ok()) {
+        ++analysis.invalid;
+        on_invalid(entry, normalized.status());
+        continue;
+      }
+      UsageResult result =
+          tracker.AddUsage(record.usage(), *normalized, now_us);
+      outcome = result.outcome;
+      Collect(result.classified, analysis);
+    }
+    if (outcome == RecordOutcome::kDuplicate) ++analysis.duplicates;
+  }
+  // Far enough ahead that every unpaired snapshot has timed out.
+  Collect(tracker.Expire(std::numeric_limits<int64_t>::max() / 2), analysis);
+  return analysis;
+}
+
+nlohmann::json BreakSummaryJson(const v1::PromptCacheBreak& b) {
+  nlohmann::json reasons = nlohmann::json::array();
+  for (int reason : b.reasons()) {
+    reasons.push_back(ReasonName(static_cast<v1::Reason>(reason)));
+  }
+  return {
+      {"previous_request_id", b.previous_request_id()},
+      {"request_id", b.request_id()},
+      {"primary_reason", ReasonName(b.primary_reason())},
+      {"reasons", reasons},
+      {"evidence", EvidenceName(b.evidence())},
+      {"missed_tokens", b.missed_tokens()},
+      {"expected_reuse_tokens", b.expected_reuse_tokens()},
+      {"previous_cache_read_tokens", b.previous_cache_read_tokens()},
+      {"current_cache_read_tokens", b.current_cache_read_tokens()},
+      {"changed_tool_names",
+       std::vector<std::string>(b.changed_tool_names().begin(),
+                                b.changed_tool_names().end())},
+      {"agent", b.agent()},
+      {"session_id", b.session_id()},
+      {"lane", b.lane()},
+  };
+}
+
+void AddAnalyzeCommand(CLI::App& app, absl::Status& result) {
+  auto options = std::make_shared<AnalyzeOptions>();
+  CLI::App* command = app.add_subcommand(
+      "analyze",
+      "Classify a recorded trace offline, with the daemon's own core");
+  command->add_option("trace", options->path, "The trace (JSON lines)")
+      ->required();
+  command->add_flag("--json", options->json,
+                    "Print one JSON object per break instead of text");
+  command->callback([options, &result] { result = RunAnalyze(*options); });
+}
+
+}  // namespace cachewatch::cli
