@@ -163,6 +163,22 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
   Add(app, "shutdown-grace-seconds", config.shutdown_grace_seconds,
       "On SIGTERM, how long in-flight calls get to finish")
       ->check(CLI::NonNegativeNumber);
+  Add(app, "tls-cert", config.tls_cert,
+      "PEM certificate chain for the gRPC port; with --tls-key enables TLS")
+      ->check(CLI::ExistingFile);
+  Add(app, "tls-key", config.tls_key, "PEM private key for --tls-cert")
+      ->check(CLI::ExistingFile);
+  Add(app, "tls-client-ca", config.tls_client_ca,
+      "PEM CA bundle; clients must present a certificate it signed (mTLS)")
+      ->check(CLI::ExistingFile);
+  Add(app, "auth-token-file", config.auth_token_file,
+      "File of accepted bearer tokens, one per line; calls without one get "
+      "UNAUTHENTICATED")
+      ->check(CLI::ExistingFile);
+  Add(app, "rate-limit", config.rate_limit_per_client,
+      "Records per second per client (token or peer address); beyond it "
+      "RESOURCE_EXHAUSTED; 0 disables")
+      ->check(CLI::NonNegativeNumber);
   Add(app, "log-level", config.log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
 
@@ -177,6 +193,12 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
     std::ostringstream err;
     const int code = app.exit(error, out, err);
     return ConfigExit{code, out.str() + err.str()};
+  }
+  if (config.tls_cert.empty() != config.tls_key.empty() ||
+      (!config.tls_client_ca.empty() && config.tls_cert.empty())) {
+    return ConfigExit{2,
+                      "--tls-cert and --tls-key go together, and "
+                      "--tls-client-ca needs them\n"};
   }
   config.tracker.pending_timeout_us = pending_timeout_seconds * 1000000;
   config.tracker.idle_lane_timeout_us = idle_lane_seconds * 1000000;

@@ -33,6 +33,13 @@ struct Config {
   int tracker_shards = 16;
   int shutdown_grace_seconds = 10;
   std::string log_level = "info";  // debug, info, warn, error
+  // TLS for the gRPC port: PEM files; all empty serves plaintext. With a
+  // client CA, clients must present a certificate it signed (mutual TLS).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  std::string auth_token_file;       // Bearer tokens, one per line.
+  double rate_limit_per_client = 0;  // Records/s per client; 0: none.
 };
 
 // What ParseConfig decided: run with a config, or exit (after --help,

@@ -37,9 +37,31 @@ v1::RecordAck AckFor(const ProcessedRecord& record) {
 
 }  // namespace
 
+absl::StatusOr<std::string> CacheWatchService::Authenticate(
+    grpc::ServerContext* context) const {
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find("authorization");
+  const std::string authorization =
+      it == metadata.end() ? ""
+                           : std::string(it->second.data(), it->second.size());
+  return gate_->Authenticate(authorization, context->peer());
+}
+
+absl::Status CacheWatchService::Admit(grpc::ServerContext* context,
+                                      bool is_usage) {
+  absl::StatusOr<std::string> client = Authenticate(context);
+  absl::Status status = client.status();
+  if (status.ok()) status = gate_->Admit(*client, 1, clock_->NowMicros());
+  if (!status.ok()) pipeline_->Reject(is_usage, status);
+  return status;
+}
+
 grpc::Status CacheWatchService::RecordSnapshot(
-    grpc::ServerContext*, const v1::RecordSnapshotRequest* request,
+    grpc::ServerContext* context, const v1::RecordSnapshotRequest* request,
     v1::RecordSnapshotResponse* response) {
+  if (absl::Status admitted = Admit(context, false); !admitted.ok()) {
+    return ToGrpc(admitted);
+  }
   ProcessedRecord record =
       request->has_snapshot()
           ? pipeline_->ProcessSnapshot(request->snapshot())
@@ -51,8 +73,11 @@ grpc::Status CacheWatchService::RecordSnapshot(
 }
 
 grpc::Status CacheWatchService::RecordUsage(
-    grpc::ServerContext*, const v1::RecordUsageRequest* request,
+    grpc::ServerContext* context, const v1::RecordUsageRequest* request,
     v1::RecordUsageResponse* response) {
+  if (absl::Status admitted = Admit(context, true); !admitted.ok()) {
+    return ToGrpc(admitted);
+  }
   ProcessedRecord record =
       request->has_usage()
           ? pipeline_->ProcessUsage(request->usage())
@@ -68,8 +93,13 @@ grpc::Status CacheWatchService::RecordUsage(
 // committer thread makes everything read so far durable in one store write
 // and then acknowledges it, so a busy stream commits in batches.
 grpc::Status CacheWatchService::Record(
-    grpc::ServerContext*,
+    grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::RecordAck, v1::RecordRequest>* stream) {
+  const absl::StatusOr<std::string> client = Authenticate(context);
+  if (!client.ok()) {
+    pipeline_->Reject(false, client.status());
+    return ToGrpc(client.status());
+  }
   std::mutex mutex;
   std::condition_variable changed;
   std::deque<ProcessedRecord> in_flight;  // Guarded by mutex.
@@ -101,13 +131,20 @@ grpc::Status CacheWatchService::Record(
 
   v1::RecordRequest request;
   while (stream->Read(&request)) {
+    const absl::Status admitted = gate_->Admit(*client, 1, clock_->NowMicros());
     ProcessedRecord record =
-        request.has_snapshot() ? pipeline_->ProcessSnapshot(request.snapshot())
+        !admitted.ok() ? pipeline_->Reject(request.has_usage(), admitted)
+        : request.has_snapshot()
+            ? pipeline_->ProcessSnapshot(request.snapshot())
         : request.has_usage()
             ? pipeline_->ProcessUsage(request.usage())
             : pipeline_->Reject(false, absl::InvalidArgumentError(
                                            "record: one of snapshot or "
                                            "usage is required"));
+    if (record.request_id.empty()) {
+      record.request_id = request.has_usage() ? request.usage().request_id()
+                                              : request.snapshot().request_id();
+    }
     std::unique_lock<std::mutex> lock(mutex);
     changed.wait(lock, [&] {
       return in_flight.size() < kMaxStreamInFlight || !writable;
@@ -125,9 +162,12 @@ grpc::Status CacheWatchService::Record(
   return grpc::Status::OK;
 }
 
-grpc::Status CacheWatchService::ListBreaks(grpc::ServerContext*,
+grpc::Status CacheWatchService::ListBreaks(grpc::ServerContext* context,
                                            const v1::ListBreaksRequest* request,
                                            v1::ListBreaksResponse* response) {
+  if (auto client = Authenticate(context); !client.ok()) {
+    return ToGrpc(client.status());
+  }
   absl::StatusOr<v1::ListBreaksResponse> result = store_->ListBreaks(*request);
   if (!result.ok()) return ToGrpc(result.status());
   *response = *std::move(result);
@@ -135,8 +175,11 @@ grpc::Status CacheWatchService::ListBreaks(grpc::ServerContext*,
 }
 
 grpc::Status CacheWatchService::ExplainBreak(
-    grpc::ServerContext*, const v1::ExplainBreakRequest* request,
+    grpc::ServerContext* context, const v1::ExplainBreakRequest* request,
     v1::ExplainBreakResponse* response) {
+  if (auto client = Authenticate(context); !client.ok()) {
+    return ToGrpc(client.status());
+  }
   if (request->break_id().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "break_id: required");
@@ -151,6 +194,9 @@ grpc::Status CacheWatchService::ExplainBreak(
 grpc::Status CacheWatchService::WatchBreaks(
     grpc::ServerContext* context, const v1::WatchBreaksRequest* request,
     grpc::ServerWriter<v1::PromptCacheBreak>* writer) {
+  if (auto client = Authenticate(context); !client.ok()) {
+    return ToGrpc(client.status());
+  }
   std::shared_ptr<BreakHub::Subscription> subscription =
       hub_->Subscribe(*request);
   v1::PromptCacheBreak next;
@@ -173,8 +219,11 @@ grpc::Status CacheWatchService::WatchBreaks(
 }
 
 grpc::Status CacheWatchService::GetLaneTimeline(
-    grpc::ServerContext*, const v1::GetLaneTimelineRequest* request,
+    grpc::ServerContext* context, const v1::GetLaneTimelineRequest* request,
     v1::GetLaneTimelineResponse* response) {
+  if (auto client = Authenticate(context); !client.ok()) {
+    return ToGrpc(client.status());
+  }
   if (request->agent().empty() || request->session_id().empty()) {
     return grpc::Status(
         grpc::StatusCode::INVALID_ARGUMENT,

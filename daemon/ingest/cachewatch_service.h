@@ -12,6 +12,8 @@
 
 #include "cachewatch/v1/service.grpc.pb.h"
 #include "daemon/ingest/break_hub.h"
+#include "daemon/ingest/client_gate.h"
+#include "daemon/ingest/clock.h"
 #include "daemon/ingest/ingest_pipeline.h"
 #include "daemon/store/store.h"
 
@@ -19,9 +21,16 @@ namespace cachewatch {
 
 class CacheWatchService final : public v1::CacheWatch::Service {
  public:
-  // All pointers must outlive the service.
-  CacheWatchService(IngestPipeline* pipeline, Store* store, BreakHub* hub)
-      : pipeline_(pipeline), store_(store), hub_(hub) {}
+  // All pointers must outlive the service. Every call passes `gate`:
+  // UNAUTHENTICATED without a valid token (when tokens are configured), and
+  // ingest calls are charged to the client's rate limit.
+  CacheWatchService(IngestPipeline* pipeline, Store* store, BreakHub* hub,
+                    ClientGate* gate, const Clock* clock)
+      : pipeline_(pipeline),
+        store_(store),
+        hub_(hub),
+        gate_(gate),
+        clock_(clock) {}
 
   // Ends open Record streams' waits and WatchBreaks calls (for shutdown).
   void BeginShutdown() { shutting_down_ = true; }
@@ -50,9 +59,16 @@ class CacheWatchService final : public v1::CacheWatch::Service {
                                v1::GetLaneTimelineResponse* response) override;
 
  private:
+  // The caller's identity, or UNAUTHENTICATED.
+  absl::StatusOr<std::string> Authenticate(grpc::ServerContext* context) const;
+  // Authenticates and charges one record; the refusal, if any, is counted.
+  absl::Status Admit(grpc::ServerContext* context, bool is_usage);
+
   IngestPipeline* const pipeline_;
   Store* const store_;
   BreakHub* const hub_;
+  ClientGate* const gate_;
+  const Clock* const clock_;
   std::atomic<bool> shutting_down_{false};
 };
 

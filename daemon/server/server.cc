@@ -8,12 +8,15 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "daemon/ingest/break_hub.h"
 #include "daemon/ingest/cachewatch_service.h"
+#include "daemon/ingest/client_gate.h"
 #include "daemon/ingest/clock.h"
 #include "daemon/ingest/ingest_pipeline.h"
 #include "daemon/metrics/exposer.h"
@@ -63,6 +66,28 @@ class MaintenanceLoop {
   std::thread thread_;
 };
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
+    const Config& config) {
+  if (config.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options(
+      config.tls_client_ca.empty()
+          ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.pem_key_cert_pairs.push_back(
+      {ReadFile(config.tls_key), ReadFile(config.tls_cert)});
+  if (!config.tls_client_ca.empty()) {
+    options.pem_root_certs = ReadFile(config.tls_client_ca);
+  }
+  return grpc::SslServerCredentials(options);
+}
+
 }  // namespace
 
 int RunServer(const Config& config, const std::string& version) {
@@ -103,6 +128,20 @@ int RunServer(const Config& config, const std::string& version) {
                       std::to_string(exposer->GetListeningPorts().front());
   }
 
+  ClientGateOptions gate_options;
+  gate_options.records_per_second = config.rate_limit_per_client;
+  if (!config.auth_token_file.empty()) {
+    absl::StatusOr<std::vector<std::string>> tokens =
+        ClientGate::ReadTokenFile(config.auth_token_file);
+    if (!tokens.ok()) {
+      Log(LogLevel::kError, "cannot read the token file",
+          {{"error", std::string(tokens.status().message())}});
+      return 1;
+    }
+    gate_options.tokens = *std::move(tokens);
+  }
+  ClientGate gate(std::move(gate_options));
+
   BreakHub hub(config.watch_buffer);
   SystemClock clock;
   IngestPipeline pipeline(PipelineOptionsFrom(config), store->get(), &metrics,
@@ -112,13 +151,13 @@ int RunServer(const Config& config, const std::string& version) {
     Log(LogLevel::kWarn, "could not reload recent lanes",
         {{"error", std::string(restored.status().message())}});
   }
-  CacheWatchService service(&pipeline, store->get(), &hub);
+  CacheWatchService service(&pipeline, store->get(), &hub, &gate, &clock);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(config.listen, ServerCredentials(config),
                            &grpc_port);
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
   builder.RegisterService(&service);
@@ -132,6 +171,9 @@ int RunServer(const Config& config, const std::string& version) {
       {{"grpc", host + ":" + std::to_string(grpc_port)},
        {"metrics", metrics_address},
        {"db", config.store.path},
+       {"tls", !config.tls_cert.empty()},
+       {"mtls", !config.tls_client_ca.empty()},
+       {"auth", gate.authenticates()},
        {"version", version},
        {"restored_lanes", restored.ok() ? *restored : 0}});
 
