@@ -1,0 +1,214 @@
+#include "daemon/store/store.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "daemon/store/read_connection.h"
+#include "daemon/store/write_connection.h"
+
+namespace cachewatch {
+namespace {
+
+// Rows of each kind one retention transaction deletes at most.
+constexpr int kRetentionBatchRows = 1000;
+
+}  // namespace
+
+struct Store::PendingWrite {
+  std::vector<StoreWrite> writes;
+  absl::Time enqueued;
+  absl::Status status;  // Set by the writer together with `done`.
+  bool done = false;
+};
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(
+    const StoreOptions& options) {
+  absl::StatusOr<std::unique_ptr<WriteConnection>> writer =
+      WriteConnection::Open(options.path, options.synchronous_full);
+  if (!writer.ok()) return writer.status();
+  absl::StatusOr<std::unique_ptr<ReadConnection>> reader =
+      ReadConnection::Open(options.path);
+  if (!reader.ok()) return reader.status();
+  return std::unique_ptr<Store>(
+      new Store(options, *std::move(writer), *std::move(reader)));
+}
+
+Store::Store(const StoreOptions& options,
+             std::unique_ptr<WriteConnection> writer,
+             std::unique_ptr<ReadConnection> reader)
+    : options_(options),
+      writer_(std::move(writer)),
+      reader_(std::move(reader)),
+      writer_thread_([this] { WriterLoop(); }) {}
+
+Store::~Store() {
+  {
+    absl::MutexLock lock(&queue_mu_);
+    closing_ = true;
+  }
+  writer_thread_.join();
+}
+
+absl::Status Store::Write(std::vector<StoreWrite> writes) {
+  if (writes.empty()) return absl::OkStatus();
+  const size_t records = writes.size();
+  PendingWrite pending;
+  pending.writes = std::move(writes);
+  absl::MutexLock lock(&queue_mu_);
+  if (closing_) return absl::UnavailableError("store is closing");
+  if (queued_records_ + records > options_.max_queued_records) {
+    stats_.rejected_records += static_cast<int64_t>(records);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("store queue full: ", queued_records_,
+                     " records waiting, limit ", options_.max_queued_records));
+  }
+  pending.enqueued = absl::Now();
+  queue_.push_back(&pending);
+  queued_records_ += records;
+  queue_mu_.Await(absl::Condition(&pending.done));
+  return pending.status;
+}
+
+bool Store::QueueReady() const { return closing_ || !queue_.empty(); }
+
+bool Store::BatchFull() const {
+  return closing_ || queued_records_ >= std::min(options_.max_batch_records,
+                                                 options_.max_queued_records);
+}
+
+std::vector<Store::PendingWrite*> Store::NextBatch() {
+  absl::MutexLock lock(&queue_mu_);
+  queue_mu_.Await(absl::Condition(this, &Store::QueueReady));
+  if (queue_.empty()) return {};  // Closing, and everything is committed.
+  queue_mu_.AwaitWithDeadline(
+      absl::Condition(this, &Store::BatchFull),
+      queue_.front()->enqueued + absl::FromChrono(options_.max_batch_delay));
+  std::vector<PendingWrite*> batch;
+  size_t records = 0;
+  while (!queue_.empty()) {
+    const size_t next = queue_.front()->writes.size();
+    if (!batch.empty() && records + next > options_.max_batch_records) break;
+    batch.push_back(queue_.front());
+    queue_.pop_front();
+    records += next;
+  }
+  queued_records_ -= records;
+  return batch;
+}
+
+void Store::CommitBatch(const std::vector<PendingWrite*>& batch) {
+  std::vector<const std::vector<StoreWrite>*> units;
+  units.reserve(batch.size());
+  int64_t records = 0;
+  for (const PendingWrite* pending : batch) {
+    units.push_back(&pending->writes);
+    records += static_cast<int64_t>(pending->writes.size());
+  }
+  const absl::Time start = absl::Now();
+  absl::Status status;
+  {
+    absl::MutexLock lock(&writer_mu_);
+    status = writer_->Commit(units, absl::ToUnixMicros(start));
+  }
+  const absl::Duration duration = absl::Now() - start;
+
+  absl::MutexLock lock(&queue_mu_);
+  if (status.ok()) {
+    ++stats_.commits;
+    stats_.committed_records += records;
+  } else {
+    ++stats_.failed_commits;
+    stats_.last_error = status.ToString();
+  }
+  stats_.last_commit_failed = !status.ok();
+  stats_.last_commit_duration =
+      std::chrono::microseconds(absl::ToInt64Microseconds(duration));
+  ++finished_batches_;
+  // Once `done` is set the caller may return and free its PendingWrite.
+  for (PendingWrite* pending : batch) {
+    pending->status = status;
+    pending->done = true;
+  }
+}
+
+void Store::WriterLoop() {
+  while (true) {
+    const std::vector<PendingWrite*> batch = NextBatch();
+    if (batch.empty()) return;
+    CommitBatch(batch);
+  }
+}
+
+absl::StatusOr<v1::ListBreaksResponse> Store::ListBreaks(
+    const v1::ListBreaksRequest& request) {
+  absl::MutexLock lock(&reader_mu_);
+  return reader_->ListBreaks(request);
+}
+
+absl::StatusOr<v1::ExplainBreakResponse> Store::ExplainBreak(
+    const std::string& break_id) {
+  absl::MutexLock lock(&reader_mu_);
+  return reader_->ExplainBreak(break_id);
+}
+
+absl::StatusOr<v1::GetLaneTimelineResponse> Store::LaneTimeline(
+    const LaneKey& key, int limit) {
+  absl::MutexLock lock(&reader_mu_);
+  return reader_->LaneTimeline(key, limit);
+}
+
+absl::StatusOr<std::optional<v1::TurnClassification>> Store::FindClassification(
+    const LaneKey& key, const std::string& request_id) {
+  absl::MutexLock lock(&reader_mu_);
+  return reader_->FindClassification(key, request_id);
+}
+
+absl::StatusOr<std::vector<RestoredLane>> Store::LoadRecentLanes(
+    int64_t since_us) {
+  absl::MutexLock lock(&reader_mu_);
+  return reader_->LoadRecentLanes(since_us);
+}
+
+absl::StatusOr<int64_t> Store::DeleteOlderThan(int64_t cutoff_us) {
+  int64_t total = 0;
+  while (true) {
+    absl::StatusOr<int64_t> deleted;
+    {
+      absl::MutexLock lock(&writer_mu_);
+      deleted = writer_->DeleteOlderBatch(cutoff_us, kRetentionBatchRows);
+    }
+    if (!deleted.ok()) return deleted.status();
+    if (*deleted == 0) return total;
+    total += *deleted;
+    // Let queued writes go first: wait for the writer to finish a batch.
+    absl::MutexLock lock(&queue_mu_);
+    const int64_t finished = finished_batches_;
+    const auto writer_caught_up = [this, finished] {
+      queue_mu_.AssertReaderHeld();
+      return queue_.empty() || closing_ || finished_batches_ != finished;
+    };
+    queue_mu_.Await(absl::Condition(&writer_caught_up));
+  }
+}
+
+size_t Store::queued_records() const {
+  absl::MutexLock lock(&queue_mu_);
+  return queued_records_;
+}
+
+StoreStats Store::stats() const {
+  absl::MutexLock lock(&queue_mu_);
+  StoreStats stats = stats_;
+  stats.queued_records = queued_records_;
+  return stats;
+}
+
+absl::Status Store::SetMaxPageCountForTesting(int64_t pages) {
+  absl::MutexLock lock(&writer_mu_);
+  return writer_->SetMaxPageCount(pages);
+}
+
+}  // namespace cachewatch
