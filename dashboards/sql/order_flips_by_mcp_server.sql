@@ -1,0 +1,50 @@
+-- Question: whose tools move when the tool order flips? Breaks with reordered
+-- tools, grouped by the MCP server of the moved tools: the `<server>` of a
+-- `mcp__<server>__<tool>` name, `(builtin)` for every other tool. Servers
+-- that connect in racy order show up here; a deterministic tool order (sort
+-- the tool list before each request) removes every one of these breaks.
+--
+-- Parameters (named; an unset parameter is NULL and takes its default):
+--   :since_us  window start, client time in microseconds since the epoch
+--              (default: 24 hours ago)
+--   :until_us  window end, exclusive (default: no end)
+--   :agent     only this agent (default: every agent)
+--
+-- Columns: mcp_server, breaks (breaks that moved at least one of its tools),
+--   as_primary_reason (those whose primary reason is tools_order_changed),
+--   tool_moves (moved tools summed over those breaks), distinct_tools,
+--   tokens_lost_in_these_breaks, last_flip (ISO-8601, UTC). A break that
+--   moved tools of several servers counts for each.
+WITH moved AS (
+  SELECT b.break_id, b.primary_reason, b.missed_tokens, b.request_time_us,
+         t.value AS tool,
+         CASE
+           WHEN t.value LIKE 'mcp\_\_%' ESCAPE '\'
+                AND instr(substr(t.value, 6), '__') > 1
+             THEN substr(t.value, 6, instr(substr(t.value, 6), '__') - 1)
+           ELSE '(builtin)'
+         END AS mcp_server
+  FROM prompt_cache_breaks AS b, json_each(b.reordered_tool_names) AS t
+  WHERE b.request_time_us >= COALESCE(
+          :since_us, CAST(strftime('%s', 'now', '-1 day') AS INTEGER) * 1000000)
+    AND (:until_us IS NULL OR b.request_time_us < :until_us)
+    AND (:agent IS NULL OR b.agent = :agent)
+),
+per_break AS (
+  SELECT mcp_server, break_id, primary_reason, missed_tokens, request_time_us,
+         COUNT(*) AS tools
+  FROM moved
+  GROUP BY mcp_server, break_id
+)
+SELECT p.mcp_server,
+       COUNT(*) AS breaks,
+       SUM(p.primary_reason = 'tools_order_changed') AS as_primary_reason,
+       SUM(p.tools) AS tool_moves,
+       (SELECT COUNT(DISTINCT m.tool) FROM moved AS m
+        WHERE m.mcp_server = p.mcp_server) AS distinct_tools,
+       SUM(p.missed_tokens) AS tokens_lost_in_these_breaks,
+       strftime('%Y-%m-%dT%H:%M:%SZ', MAX(p.request_time_us) / 1e6, 'unixepoch')
+         AS last_flip
+FROM per_break AS p
+GROUP BY p.mcp_server
+ORDER BY breaks DESC, p.mcp_server;

@@ -1,0 +1,81 @@
+-- Question: which sessions lost the most cached prompt tokens to breaks in a
+-- time window, what was their main reason, and how well did their cache work
+-- overall?
+--
+-- Parameters (named; an unset parameter is NULL and takes its default):
+--   :since_us  window start, client time in microseconds since the epoch
+--              (default: 24 hours ago)
+--   :until_us  window end, exclusive (default: no end)
+--   :agent     only this agent (default: every agent)
+--   :limit     sessions listed (default: 20)
+--
+-- Columns: agent, session_id, lanes (lanes with breaks), breaks, tokens_lost,
+--   estimated_extra_cost_usd (NULL without a configured price), top_reason
+--   (the primary reason that lost the most tokens), top_reason_tokens_lost,
+--   turns (classified turns of the session in the window), hit_ratio (cache
+--   read / prompt tokens over those turns, 0-1), first_break, last_break
+--   (ISO-8601, UTC).
+--
+-- Next: `cachewatch breaks --session <session_id>`, or lane_story.sql.
+WITH windowed AS (
+  SELECT agent, session_id, lane, primary_reason, missed_tokens,
+         estimated_extra_cost_usd, request_time_us
+  FROM prompt_cache_breaks
+  WHERE request_time_us >= COALESCE(
+          :since_us, CAST(strftime('%s', 'now', '-1 day') AS INTEGER) * 1000000)
+    AND (:until_us IS NULL OR request_time_us < :until_us)
+    AND (:agent IS NULL OR agent = :agent)
+),
+per_session AS (
+  SELECT agent, session_id,
+         COUNT(DISTINCT lane) AS lanes,
+         COUNT(*) AS breaks,
+         SUM(missed_tokens) AS tokens_lost,
+         SUM(estimated_extra_cost_usd) AS cost,
+         MIN(request_time_us) AS first_us,
+         MAX(request_time_us) AS last_us
+  FROM windowed
+  GROUP BY agent, session_id
+  ORDER BY tokens_lost DESC, agent, session_id
+  LIMIT COALESCE(:limit, 20)
+),
+per_reason AS (
+  SELECT agent, session_id, primary_reason,
+         SUM(missed_tokens) AS tokens_lost,
+         ROW_NUMBER() OVER (PARTITION BY agent, session_id
+                            ORDER BY SUM(missed_tokens) DESC,
+                                     primary_reason) AS reason_rank
+  FROM windowed
+  GROUP BY agent, session_id, primary_reason
+),
+session_turns AS (
+  SELECT t.agent, t.session_id,
+         COUNT(*) AS turns,
+         SUM(t.cache_read_tokens) AS read_tokens,
+         SUM(t.prompt_total_tokens) AS prompt_tokens
+  FROM turns t
+  JOIN per_session s ON s.agent = t.agent AND s.session_id = t.session_id
+  WHERE t.verdict IS NOT NULL AND t.verdict <> 'pending'
+    AND t.request_time_us >= COALESCE(
+          :since_us, CAST(strftime('%s', 'now', '-1 day') AS INTEGER) * 1000000)
+    AND (:until_us IS NULL OR t.request_time_us < :until_us)
+  GROUP BY t.agent, t.session_id
+)
+SELECT s.agent,
+       s.session_id,
+       s.lanes,
+       s.breaks,
+       s.tokens_lost,
+       ROUND(s.cost, 4) AS estimated_extra_cost_usd,
+       r.primary_reason AS top_reason,
+       r.tokens_lost AS top_reason_tokens_lost,
+       COALESCE(st.turns, 0) AS turns,
+       ROUND(1.0 * st.read_tokens / NULLIF(st.prompt_tokens, 0), 4) AS hit_ratio,
+       strftime('%Y-%m-%dT%H:%M:%SZ', s.first_us / 1e6, 'unixepoch') AS first_break,
+       strftime('%Y-%m-%dT%H:%M:%SZ', s.last_us / 1e6, 'unixepoch') AS last_break
+FROM per_session s
+JOIN per_reason r
+  ON r.agent = s.agent AND r.session_id = s.session_id AND r.reason_rank = 1
+LEFT JOIN session_turns st
+  ON st.agent = s.agent AND st.session_id = s.session_id
+ORDER BY s.tokens_lost DESC, s.agent, s.session_id;
