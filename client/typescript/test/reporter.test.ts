@@ -1,0 +1,260 @@
+// The Reporter against a real cachewatchd (path in env CACHEWATCHD).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync, ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { instrumentAnthropic, Reporter, Snapshot, SnapshotBuilder, Tool, ToolOrder, toTimestamp, Usage } from '../src/index.js';
+
+const CACHEWATCHD = process.env.CACHEWATCHD;
+let daemon: ChildProcess | null = null;
+let address = '';
+let dir = '';
+let db = '';
+
+function startDaemon(listen: string, dbPath: string): Promise<{ proc: ChildProcess; grpc: string }> {
+  const proc = spawn(CACHEWATCHD!, [`--listen=${listen}`, '--metrics-listen=127.0.0.1:0', `--db-path=${dbPath}`],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error(`daemon did not start: ${buf}`)), 20000);
+    proc.on('exit', (code) => reject(new Error(`daemon exited ${code}: ${buf}`)));
+    proc.stderr!.on('data', (chunk: Buffer) => {
+      buf += chunk.toString();
+      for (const line of buf.split('\n')) {
+        try {
+          const j = JSON.parse(line);
+          if (j.msg === 'listening' && j.grpc) {
+            clearTimeout(timer);
+            resolve({ proc, grpc: j.grpc });
+          }
+        } catch { /* partial line */ }
+      }
+    });
+  });
+}
+
+async function freePort(): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const srv = createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const p = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(p));
+    });
+  });
+}
+
+before(async () => {
+  assert.ok(CACHEWATCHD, 'set CACHEWATCHD to the cachewatchd binary');
+  dir = mkdtempSync(path.join(tmpdir(), 'cachewatch-ts-'));
+  db = path.join(dir, 'db');
+  const d = await startDaemon('127.0.0.1:0', db);
+  daemon = d.proc;
+  address = d.grpc;
+});
+
+after(() => {
+  if (daemon && daemon.exitCode === null) daemon.kill('SIGKILL');
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const AGENT = 'ts-test';
+const base = Date.now() - 120_000;
+
+function usage(session: string, requestId: string, atMs: number, read: number, write: number): Usage {
+  return {
+    agent: AGENT, session_id: session, request_id: requestId,
+    response_time: toTimestamp(new Date(atMs)), provider: 'PROVIDER_ANTHROPIC', model: 'claude-sonnet-4-5',
+    raw_usage_json: JSON.stringify({
+      input_tokens: 40, cache_read_input_tokens: read, cache_creation_input_tokens: write, output_tokens: 10,
+    }),
+  };
+}
+
+function breaks(session: string): string[] {
+  const out = execFileSync('sqlite3', [db,
+    `SELECT primary_reason FROM prompt_cache_breaks WHERE session_id = '${session}'`]).toString();
+  return out.split('\n').filter((l) => l !== '');
+}
+
+const TOOLS: Tool[] = [
+  { name: 'shell', definition: '{"name":"shell","input_schema":{"type":"object"}}' },
+  { name: 'read_file', definition: '{"name":"read_file","input_schema":{"type":"object"}}' },
+  { name: 'mcp__github__search', definition: '{"name":"mcp__github__search","input_schema":{"type":"object"}}' },
+];
+
+test('10 turns: 20 records acked by the daemon', async () => {
+  const reporter = new Reporter({ address });
+  const b = new SnapshotBuilder({ agent: AGENT, sessionId: 'ten' });
+  for (let i = 0; i < 10; i++) {
+    const at = base + i * 2000;
+    assert.equal(reporter.reportSnapshot(b.build({
+      requestId: `r${i}`, time: new Date(at), provider: 'PROVIDER_ANTHROPIC', model: 'claude-sonnet-4-5',
+      systemPrompt: 'sys', tools: TOOLS,
+    })), true);
+    assert.equal(reporter.reportUsage(usage('ten', `r${i}`, at + 1000, 0, 20000)), true);
+  }
+  assert.equal(await reporter.flush(15000), true);
+  const s = reporter.stats();
+  assert.equal(s.enqueued, 20);
+  assert.equal(s.acked, 20);
+  assert.equal(s.rejected, 0);
+  assert.equal(s.dropped, 0);
+  assert.ok(s.sent >= 20);
+  await reporter.close();
+});
+
+async function twoTurns(session: string, order: (tools: Tool[]) => Tool[], policy: Snapshot['tool_order_policy'],
+  secondRead = 0) {
+  const reporter = new Reporter({ address });
+  const b = new SnapshotBuilder({ agent: AGENT, sessionId: session });
+  // Registration order differs between the turns (MCP discovery races).
+  const registrations = [TOOLS, [TOOLS[2], TOOLS[0], TOOLS[1]]];
+  for (let i = 0; i < 2; i++) {
+    const at = base + 60_000 + i * 5000;
+    const snap = b.build({
+      requestId: `t${i}`, time: new Date(at), provider: 'PROVIDER_ANTHROPIC', model: 'claude-sonnet-4-5',
+      systemPrompt: 'sys', tools: registrations[i],
+    });
+    // What the agent actually sends, in its order.
+    const byName = new Map(snap.tools!.map((t) => [t.name, t]));
+    snap.tools = order(registrations[i]).map((t) => byName.get(t.name)!);
+    snap.tool_order_policy = policy;
+    reporter.reportSnapshot(snap);
+    reporter.reportUsage(usage(session, `t${i}`, at + 1000, i === 0 ? 0 : secondRead, i === 0 ? 20000 : 20000 - secondRead));
+  }
+  assert.equal(await reporter.flush(15000), true);
+  assert.equal(reporter.stats().acked, 4);
+  await reporter.close();
+}
+
+async function waitForBreaks(session: string, n: number): Promise<string[]> {
+  for (let i = 0; i < 50; i++) {
+    const got = breaks(session);
+    if (got.length >= n) return got;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return breaks(session);
+}
+
+test('tools in registration order: a tools_order_changed break', async () => {
+  await twoTurns('registration', (tools) => tools, 'TOOL_ORDER_POLICY_REGISTRATION');
+  assert.deepEqual(await waitForBreaks('registration', 1), ['tools_order_changed']);
+});
+
+test('the lexicographic policy: same order, no tools reason', async () => {
+  const policy = ToolOrder.lexicographic();
+  // The same cache miss: the daemon finds nothing changed on the client side.
+  await twoTurns('lexicographic-miss', (tools) => policy.order(tools), 'TOOL_ORDER_POLICY_LEXICOGRAPHIC');
+  assert.deepEqual(await waitForBreaks('lexicographic-miss', 1), ['likely_provider_eviction']);
+  // And with the cache read the stable order gives: no break at all.
+  await twoTurns('lexicographic', (tools) => policy.order(tools), 'TOOL_ORDER_POLICY_LEXICOGRAPHIC', 20000);
+  await new Promise((r) => setTimeout(r, 300));
+  assert.deepEqual(breaks('lexicographic'), []);
+});
+
+test('instrumentAnthropic: tools reordered, snapshot and usage reported per call', async () => {
+  const reporter = new Reporter({ address });
+  const sent: Array<{ tools: Array<{ name: string }> }> = [];
+  const fake = {
+    messages: {
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      create: async (params: any) => {
+        sent.push(params);
+        return { model: params.model, content: [], usage: {
+          input_tokens: 40, cache_read_input_tokens: sent.length === 1 ? 0 : 20000,
+          cache_creation_input_tokens: sent.length === 1 ? 20000 : 0, output_tokens: 10 } };
+      },
+    },
+  };
+  let n = 0;
+  const client = instrumentAnthropic(fake, reporter, {
+    agent: AGENT, sessionId: 'anthropic', requestId: () => `a${n++}`,
+  });
+  const defs = TOOLS.map((t) => JSON.parse(t.definition as string));
+  for (const tools of [defs, [defs[2], defs[0], defs[1]]]) {
+    const resp = await client.messages.create({
+      model: 'claude-sonnet-4-5', max_tokens: 100, system: 'sys', tools,
+      cache_control: { type: 'ephemeral' },
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    assert.equal(resp.usage.output_tokens, 10);
+  }
+  assert.deepEqual(sent.map((p) => p.tools.map((t) => t.name)),
+    [['mcp__github__search', 'read_file', 'shell'], ['mcp__github__search', 'read_file', 'shell']]);
+  assert.equal(client.cachewatch.skipped, 0);
+  assert.equal(await reporter.flush(15000), true);
+  assert.equal(reporter.stats().acked, 4);
+  await reporter.close();
+  await new Promise((r) => setTimeout(r, 300));
+  assert.deepEqual(breaks('anthropic'), []);
+});
+
+test('daemon down: report calls return at once, drops counted', async () => {
+  const port = await freePort();  // Nobody listens there.
+  const reporter = new Reporter({ address: `127.0.0.1:${port}`, maxQueuedRecords: 5, initialBackoffMs: 10, maxBackoffMs: 50 });
+  const b = new SnapshotBuilder({ agent: AGENT, sessionId: 'down' });
+  const snap = b.build({ requestId: 'x', provider: 'PROVIDER_ANTHROPIC', model: 'm' });
+  const start = performance.now();
+  let accepted = 0;
+  for (let i = 0; i < 50; i++) {
+    if (reporter.reportSnapshot({ ...snap, request_id: `x${i}` })) accepted++;
+  }
+  const elapsed = performance.now() - start;
+  // Generous bounds (a loaded CI machine); a blocking call would take seconds.
+  assert.ok(elapsed < 1000, `50 report calls took ${elapsed} ms`);
+  for (let i = 0; i < 100 && reporter.stats().retried === 0; i++) await new Promise((r) => setTimeout(r, 50));
+  for (let i = 0; i < 10; i++) {
+    const t0 = performance.now();
+    reporter.reportUsage(usage('down', `y${i}`, Date.now(), 0, 0));
+    assert.ok(performance.now() - t0 < 250);
+  }
+  const s = reporter.stats();
+  assert.equal(accepted, 5);
+  assert.equal(s.enqueued, 5);
+  assert.equal(s.dropped, 55);
+  assert.equal(s.acked, 0);
+  assert.equal(s.connected, false);
+  assert.ok(s.retried > 0, JSON.stringify(s));
+  assert.equal(await reporter.flush(100), false);
+  await reporter.close(0);
+});
+
+test('records queued while the daemon is down are delivered once it is up', async () => {
+  const port = await freePort();
+  const reporter = new Reporter({ address: `127.0.0.1:${port}`, initialBackoffMs: 20, maxBackoffMs: 200 });
+  const at = Date.now() - 10_000;
+  const b = new SnapshotBuilder({ agent: AGENT, sessionId: 'late' });
+  assert.equal(reporter.reportSnapshot(b.build({ requestId: 'l0', time: new Date(at),
+    provider: 'PROVIDER_ANTHROPIC', model: 'claude-sonnet-4-5', tools: TOOLS })), true);
+  assert.equal(reporter.reportUsage(usage('late', 'l0', at + 1000, 0, 20000)), true);
+  await new Promise((r) => setTimeout(r, 400));
+  assert.equal(reporter.stats().acked, 0);
+  const second = await startDaemon(`127.0.0.1:${port}`, path.join(dir, 'db2'));
+  try {
+    assert.equal(await reporter.flush(15000), true);
+    const s = reporter.stats();
+    assert.equal(s.acked, 2);
+    assert.equal(s.dropped, 0);
+    assert.ok(s.retried > 0 && s.reconnects > 0, JSON.stringify(s));
+    await reporter.close();
+  } finally {
+    second.proc.kill('SIGKILL');
+  }
+});
+
+test('daemon killed mid-session: drops counted, nothing thrown', async () => {
+  const reporter = new Reporter({ address, maxQueuedRecords: 3, initialBackoffMs: 10, maxBackoffMs: 50 });
+  daemon!.kill('SIGKILL');
+  await new Promise((r) => daemon!.once('exit', r));
+  let ok = 0;
+  for (let i = 0; i < 20; i++) if (reporter.reportUsage(usage('killed', `k${i}`, Date.now(), 0, 0))) ok++;
+  await new Promise((r) => setTimeout(r, 300));
+  const s = reporter.stats();
+  assert.equal(ok, 3);
+  assert.equal(s.dropped, 17);
+  assert.equal(s.acked, 0);
+  await reporter.close(0);
+});
