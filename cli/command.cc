@@ -13,6 +13,20 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions& options) {
                  "Seconds to wait for the daemon on connect and unary calls")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--tls-ca", options.tls_ca,
+                 "PEM CA of the daemon's certificate; enables TLS")
+      ->envname("CACHEWATCH_TLS_CA")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-cert", options.tls_cert,
+                 "PEM client certificate for mutual TLS")
+      ->envname("CACHEWATCH_TLS_CERT")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key", options.tls_key, "PEM client key for mutual TLS")
+      ->envname("CACHEWATCH_TLS_KEY")
+      ->check(CLI::ExistingFile);
+  app.add_option("--token", options.token,
+                 "Bearer token for a daemon started with --auth-token-file")
+      ->envname("CACHEWATCH_TOKEN");
   app.fallthrough();
 }
 

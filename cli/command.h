@@ -24,9 +24,17 @@ struct GlobalOptions {
   std::string address = "127.0.0.1:50051";
   // Deadline of unary calls and of connecting, in seconds. Default 10.
   double timeout_seconds = 10;
+  // TLS: the CA that signed the daemon's certificate (PEM file); empty
+  // connects in plaintext. With a client certificate and key: mutual TLS.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  // Bearer token sent with every call ($CACHEWATCH_TOKEN); empty: none.
+  std::string token;
 };
 
-// Adds --address and --timeout to `app`; subcommands inherit them.
+// Adds --address, --timeout, the TLS options and --token to `app`;
+// subcommands inherit them.
 void AddGlobalOptions(CLI::App& app, GlobalOptions& options);
 
 // Prints "cachewatch: <message>" on stderr for an error and returns the exit

@@ -59,6 +59,7 @@ absl::Status RunTail(const GlobalOptions& global, const Filters& filters) {
       ConnectToDaemon(global);
   if (!stub.ok()) return stub.status();
   grpc::ClientContext context;
+  Authorize(context, global);
   std::unique_ptr<grpc::ClientReader<v1::PromptCacheBreak>> reader =
       (*stub)->WatchBreaks(&context, request);
   v1::PromptCacheBreak cache_break;
@@ -114,6 +115,7 @@ absl::Status RunBreaks(const GlobalOptions& global,
         std::min<int>(kMaxPageSize, options.limit - breaks.size()));
     grpc::ClientContext context;
     context.set_deadline(UnaryDeadline(global));
+    Authorize(context, global);
     v1::ListBreaksResponse response;
     if (absl::Status status =
             FromRpcStatus((*stub)->ListBreaks(&context, *request, &response),
@@ -158,6 +160,7 @@ absl::Status RunExplain(const GlobalOptions& global,
   v1::ExplainBreakResponse response;
   grpc::ClientContext context;
   context.set_deadline(UnaryDeadline(global));
+  Authorize(context, global);
   const grpc::Status status =
       (*stub)->ExplainBreak(&context, request, &response);
   if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
@@ -200,6 +203,7 @@ absl::Status RunLane(const GlobalOptions& global, const LaneOptions& options) {
   if (!stub.ok()) return stub.status();
   grpc::ClientContext context;
   context.set_deadline(UnaryDeadline(global));
+  Authorize(context, global);
   v1::GetLaneTimelineResponse response;
   if (absl::Status status =
           FromRpcStatus((*stub)->GetLaneTimeline(&context, request, &response),

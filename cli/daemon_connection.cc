@@ -1,5 +1,7 @@
 #include "cli/daemon_connection.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -12,7 +14,32 @@ absl::Status Unreachable(const GlobalOptions& options) {
       "cannot reach cachewatchd at ", options.address, " (is it running?)"));
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::shared_ptr<grpc::ChannelCredentials> Credentials(
+    const GlobalOptions& options) {
+  if (options.tls_ca.empty()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = ReadFile(options.tls_ca);
+  if (!options.tls_cert.empty()) {
+    ssl.pem_cert_chain = ReadFile(options.tls_cert);
+    ssl.pem_private_key = ReadFile(options.tls_key);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
 }  // namespace
+
+void Authorize(grpc::ClientContext& context, const GlobalOptions& options) {
+  if (!options.token.empty()) {
+    context.AddMetadata("authorization", "Bearer " + options.token);
+  }
+}
 
 std::chrono::system_clock::time_point UnaryDeadline(
     const GlobalOptions& options) {
@@ -24,7 +51,7 @@ std::chrono::system_clock::time_point UnaryDeadline(
 absl::StatusOr<std::unique_ptr<v1::CacheWatch::Stub>> ConnectToDaemon(
     const GlobalOptions& options) {
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(options.address, grpc::InsecureChannelCredentials());
+      grpc::CreateChannel(options.address, Credentials(options));
   const auto deadline = UnaryDeadline(options);
   // Fails fast on a refused connection instead of retrying until the
   // deadline, as WaitForConnected would.

@@ -25,6 +25,9 @@ namespace cachewatch::cli {
 absl::StatusOr<std::unique_ptr<v1::CacheWatch::Stub>> ConnectToDaemon(
     const GlobalOptions& options);
 
+// Adds the bearer token, if any, to a call.
+void Authorize(grpc::ClientContext& context, const GlobalOptions& options);
+
 // The deadline of a unary call started now.
 std::chrono::system_clock::time_point UnaryDeadline(
     const GlobalOptions& options);

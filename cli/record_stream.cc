@@ -50,7 +50,10 @@ std::string DescribeTally(const AckTally& tally, int64_t sent) {
 
 RecordStream::RecordStream(v1::CacheWatch::Stub& stub,
                            const GlobalOptions& options)
-    : options_(options), stream_(stub.Record(&context_)) {
+    : options_(options), stream_([&] {
+        Authorize(context_, options);
+        return stub.Record(&context_);
+      }()) {
   reader_ = std::thread([this] { ReadAcks(); });
 }
 

@@ -30,7 +30,7 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-int Run(const std::string& command) {
+int RunQuietly(const std::string& command) {
   return std::system((command + " >/dev/null 2>&1").c_str());
 }
 
@@ -56,15 +56,16 @@ class Certificates {
     const std::string key = dir_.File(name + ".key");
     const std::string cert = dir_.File(name + ".pem");
     if (issuer.empty()) {
-      ASSERT_EQ(Run("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
-                    "/CN=" +
-                    name + " -keyout " + key + " -out " + cert),
-                0);
+      ASSERT_EQ(
+          RunQuietly("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
+                     "/CN=" +
+                     name + " -keyout " + key + " -out " + cert),
+          0);
       return;
     }
     const std::string csr = dir_.File(name + ".csr");
-    ASSERT_EQ(Run("openssl req -newkey rsa:2048 -nodes -subj /CN=" + name +
-                  " -keyout " + key + " -out " + csr),
+    ASSERT_EQ(RunQuietly("openssl req -newkey rsa:2048 -nodes -subj /CN=" +
+                         name + " -keyout " + key + " -out " + csr),
               0);
     std::string sign = "openssl x509 -req -days 1 -in " + csr + " -CA " +
                        dir_.File(issuer + ".pem") + " -CAkey " +
@@ -75,7 +76,7 @@ class Certificates {
       std::ofstream(ext) << extension << "\n";
       sign += " -extfile " + ext;
     }
-    ASSERT_EQ(Run(sign), 0);
+    ASSERT_EQ(RunQuietly(sign), 0);
   }
 
   const TempDir& dir_;
@@ -237,6 +238,27 @@ TEST(SecurityTest, ThousandsOfModelNamesKeepMetricsBounded) {
   EXPECT_GT(testing::MetricValue(metrics, {"cachewatch_label_overflow_total{",
                                            "label=\"model\""}),
             1000);
+  EXPECT_EQ(daemon.Stop(), 0);
+}
+
+TEST(SecurityTest, CliSpeaksMutualTlsWithATokenAndIsRefusedWithout) {
+  TempDir dir;
+  Certificates certs(dir);
+  std::ofstream(dir.File("tokens")) << "cli-token\n";
+  DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start(dir.File("db"),
+                           {"--tls-cert=" + certs.Path("server.pem"),
+                            "--tls-key=" + certs.Path("server.key"),
+                            "--tls-client-ca=" + certs.Path("ca.pem"),
+                            "--auth-token-file=" + dir.File("tokens")}));
+  const std::string cli = std::string(CACHEWATCH_CLI_PATH) + " breaks" +
+                          " --address " + daemon.grpc_address() + " --tls-ca " +
+                          certs.Path("ca.pem") + " --tls-cert " +
+                          certs.Path("client.pem") + " --tls-key " +
+                          certs.Path("client.key");
+  EXPECT_EQ(RunQuietly(cli + " --token cli-token"), 0);
+  EXPECT_NE(RunQuietly(cli + " --token wrong-token"), 0);
+  EXPECT_NE(RunQuietly(cli), 0);
   EXPECT_EQ(daemon.Stop(), 0);
 }
 

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <memory>
 #include <sstream>
+#include <type_traits>
 #include <vector>
 
 #include "daemon/config/yaml_config.h"
@@ -27,12 +28,18 @@ std::string EnvName(const std::string& flag) {
   return name;
 }
 
+// A single-valued flag given twice takes its last value, as is usual for
+// daemons whose command line is assembled in layers.
 template <typename T>
 CLI::Option* Add(CLI::App& app, const std::string& flag, T& field,
                  const std::string& help) {
-  return app.add_option("--" + flag, field, help)
-      ->capture_default_str()
-      ->envname(EnvName(flag));
+  CLI::Option* option = app.add_option("--" + flag, field, help)
+                            ->capture_default_str()
+                            ->envname(EnvName(flag));
+  if constexpr (!std::is_same_v<T, std::vector<std::string>>) {
+    option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  return option;
 }
 
 // "model=input,write5m,write1h,read" (USD per million tokens).

@@ -61,6 +61,12 @@ TEST(ConfigTest, FlagsSetEverything) {
   EXPECT_TRUE(config.store.synchronous_full);
 }
 
+TEST(ConfigTest, ASingleValuedFlagGivenTwiceTakesTheLast) {
+  EXPECT_EQ(
+      MustParse({"--listen=127.0.0.1:0", "--listen=127.0.0.1:7007"}).listen,
+      "127.0.0.1:7007");
+}
+
 TEST(ConfigTest, YamlFileThenEnvironmentThenFlags) {
   const std::string path = WriteFile("cachewatch-config-test.yaml", R"(
 db_path: /var/lib/cachewatch/file.db

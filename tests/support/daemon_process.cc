@@ -35,12 +35,18 @@ TempDir::~TempDir() {
 
 DaemonProcess::~DaemonProcess() {
   if (pid_ > 0) Kill();
+  if (log_reader_.joinable()) log_reader_.join();
 }
 
 bool DaemonProcess::Start(const std::string& db_path,
                           const std::vector<std::string>& extra_flags) {
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return false;
+  if (log_reader_.joinable()) log_reader_.join();
+  {
+    std::lock_guard<std::mutex> lock(logs_mutex_);
+    logs_.clear();
+  }
   std::vector<std::string> args = {CACHEWATCHD_PATH, "--listen=127.0.0.1:0",
                                    "--metrics-listen=127.0.0.1:0",
                                    "--db-path=" + db_path};
