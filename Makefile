@@ -22,6 +22,9 @@ test: build
 run: build
 	./$(BUILD)/daemon/cachewatchd $(ARGS)
 
+bench: configure
+	cmake --build $(BUILD) -j$(JOBS) --target bench_run
+
 format:
 	git ls-files '*.cc' '*.h' | xargs clang-format -i
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cachewatch/v1/service.grpc.pb.h"
+#include "health.grpc.pb.h"
 #include "tests/support/daemon_process.h"
 
 namespace cachewatch {
@@ -198,6 +199,107 @@ TEST(DurabilityTest, GracefulShutdownUnderLoadLosesNothingAndExitsZero) {
   const std::set<std::string> acked = load.acked();
   ASSERT_GT(acked.size(), 20u);
   ExpectAllStored(acked, StoredUsages(db));
+}
+
+grpc::Status SendSnapshot(v1::CacheWatch::Stub& stub,
+                          const v1::Snapshot& snapshot) {
+  grpc::ClientContext context;
+  v1::RecordSnapshotRequest request;
+  *request.mutable_snapshot() = snapshot;
+  v1::RecordSnapshotResponse ignored;
+  return stub.RecordSnapshot(&context, request, &ignored);
+}
+
+grpc::health::v1::HealthCheckResponse::ServingStatus Health(
+    const std::string& address, const std::string& service) {
+  auto health = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  health->Check(&context, request, &response);
+  return response.status();
+}
+
+// The database reaches its size cap mid-run: records are refused with
+// UNAVAILABLE (never acknowledged), the daemon stays up and says it is
+// degraded, and once an operator deletes rows, ingest resumes with nothing
+// acknowledged lost.
+TEST(DurabilityTest, FullStoreRefusesDegradesAndRecovers) {
+  TempDir dir;
+  const std::string db = dir.File("cachewatch.db");
+  DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start(db, {"--max-db-mb=1"}));
+  auto stub = daemon.NewStub();
+  std::set<std::string> acked;
+  for (int turn = 0; turn < 5; ++turn) {
+    ASSERT_TRUE(SendSnapshot(*stub, Snapshot("precious", turn)).ok());
+    acked.insert("precious-" + std::to_string(turn));
+  }
+  grpc::Status refused;
+  auto filler = [](int turn) {
+    v1::Snapshot snapshot = Snapshot("filler", turn);
+    for (int block = 0; block < 4000; ++block) {
+      snapshot.add_message_chain(turn * 100000 + block);
+    }
+    return snapshot;
+  };
+  int turn = 0;
+  for (; turn < 400 && refused.ok(); ++turn) {
+    refused = SendSnapshot(*stub, filler(turn));
+  }
+  ASSERT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << refused.error_message();
+  EXPECT_EQ(SendSnapshot(*stub, filler(turn + 1)).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+
+  // Degraded, not down.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Health(daemon.grpc_address(), "cachewatch.v1.CacheWatch") !=
+             grpc::health::v1::HealthCheckResponse::NOT_SERVING &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(Health(daemon.grpc_address(), "cachewatch.v1.CacheWatch"),
+            grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(Health(daemon.grpc_address(), ""),
+            grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(testing::MetricValue(
+                testing::HttpGet(daemon.metrics_address(), "/metrics"),
+                {"cachewatch_store_healthy"}),
+            0);
+
+  // The operator makes room.
+  sqlite3* admin = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &admin), SQLITE_OK);
+  sqlite3_busy_timeout(admin, 5000);
+  ASSERT_EQ(sqlite3_exec(admin, "DELETE FROM turns WHERE session_id = 'filler'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(admin);
+
+  grpc::Status resumed = SendSnapshot(*stub, Snapshot("precious", 100));
+  EXPECT_TRUE(resumed.ok()) << resumed.error_message();
+  acked.insert("precious-100");
+  sqlite3* reader = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &reader, SQLITE_OPEN_READONLY, nullptr),
+            SQLITE_OK);
+  sqlite3_stmt* statement = nullptr;
+  sqlite3_prepare_v2(reader,
+                     "SELECT request_id FROM turns WHERE session_id = "
+                     "'precious'",
+                     -1, &statement, nullptr);
+  std::set<std::string> stored;
+  while (sqlite3_step(statement) == SQLITE_ROW) {
+    stored.insert(
+        reinterpret_cast<const char*>(sqlite3_column_text(statement, 0)));
+  }
+  sqlite3_finalize(statement);
+  sqlite3_close(reader);
+  EXPECT_EQ(stored, acked);
+  EXPECT_EQ(daemon.Stop(), 0);
 }
 
 }  // namespace

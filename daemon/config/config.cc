@@ -155,6 +155,11 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
       "Records waiting for the store before ingest answers "
       "RESOURCE_EXHAUSTED")
       ->check(CLI::PositiveNumber);
+  int64_t max_db_mb = 0;
+  Add(app, "max-db-mb", max_db_mb,
+      "Largest database size in MiB; beyond it records are refused with "
+      "UNAVAILABLE until rows are deleted (retention); 0: no limit")
+      ->check(CLI::NonNegativeNumber);
   Add(app, "synchronous-full", config.store.synchronous_full,
       "SQLite synchronous=FULL: acknowledged records also survive power "
       "loss (slower); the default NORMAL survives a daemon crash");
@@ -210,6 +215,7 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
   config.tracker.pending_timeout_us = pending_timeout_seconds * 1000000;
   config.tracker.idle_lane_timeout_us = idle_lane_seconds * 1000000;
   config.store.max_batch_delay = std::chrono::microseconds(group_commit_us);
+  config.store.max_size_bytes = max_db_mb * 1024 * 1024;
   return config;
 }
 

@@ -37,16 +37,31 @@ PipelineOptions PipelineOptionsFrom(const Config& config) {
   return options;
 }
 
-// Runs `pipeline.Maintain()` every second until stopped.
+constexpr char kServiceName[] = "cachewatch.v1.CacheWatch";
+
+// Runs `pipeline.Maintain()` every second until stopped, and reports the
+// store's state as the health of the cachewatch service: NOT_SERVING while
+// its last commit failed (the server itself, "", stays SERVING: queries
+// still work and the daemon recovers by itself).
 class MaintenanceLoop {
  public:
-  explicit MaintenanceLoop(IngestPipeline* pipeline)
-      : thread_([this, pipeline] {
+  MaintenanceLoop(IngestPipeline* pipeline, Store* store,
+                  grpc::HealthCheckServiceInterface* health)
+      : thread_([this, pipeline, store, health] {
           std::unique_lock<std::mutex> lock(mutex_);
+          bool healthy = true;
           while (!stop_cv_.wait_for(lock, std::chrono::seconds(1),
                                     [this] { return stopping_; })) {
             lock.unlock();
             pipeline->Maintain();
+            const bool now_healthy = !store->stats().last_commit_failed;
+            if (now_healthy != healthy) {
+              healthy = now_healthy;
+              health->SetServingStatus(kServiceName, healthy);
+              Log(healthy ? LogLevel::kInfo : LogLevel::kWarn,
+                  healthy ? "store writable again" : "store cannot write",
+                  {{"error", store->stats().last_error}});
+            }
             lock.lock();
           }
         }) {}
@@ -179,7 +194,9 @@ int RunServer(const Config& config, const std::string& version) {
 
   int signal_number = 0;
   {
-    MaintenanceLoop maintenance(&pipeline);
+    server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+    MaintenanceLoop maintenance(&pipeline, store->get(),
+                                server->GetHealthCheckService());
     sigwait(&signals, &signal_number);
     Log(LogLevel::kInfo, "shutting down", {{"signal", signal_number}});
     server->GetHealthCheckService()->SetServingStatus(false);

@@ -29,6 +29,12 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(
   absl::StatusOr<std::unique_ptr<WriteConnection>> writer =
       WriteConnection::Open(options.path, options.synchronous_full);
   if (!writer.ok()) return writer.status();
+  if (options.max_size_bytes > 0) {
+    constexpr int64_t kPageBytes = 4096;
+    const absl::Status capped = (*writer)->SetMaxPageCount(
+        std::max<int64_t>(1, options.max_size_bytes / kPageBytes));
+    if (!capped.ok()) return capped;
+  }
   absl::StatusOr<std::unique_ptr<ReadConnection>> reader =
       ReadConnection::Open(options.path);
   if (!reader.ok()) return reader.status();

@@ -57,6 +57,10 @@ struct StoreOptions {
   // synchronous=FULL (a commit survives power loss) instead of NORMAL (it
   // survives a process crash). Default false.
   bool synchronous_full = false;
+  // Largest size of the database file, in bytes (rounded down to 4 KiB
+  // pages); writes that need more fail with Unavailable, as on a full disk,
+  // until rows are deleted. 0: no limit. Default 0.
+  int64_t max_size_bytes = 0;
 };
 
 // Health and throughput counters, since Open().
