@@ -10,7 +10,7 @@ packages=(
   prometheus-cpp-dev libcurl4-openssl-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  prometheus curl openssl clang-format
+  prometheus curl openssl clang-format python3 nodejs
 )
 
 missing=()
