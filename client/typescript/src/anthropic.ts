@@ -2,11 +2,13 @@
 // that each non-streaming request reports a snapshot before and a usage after.
 // Duck-typed: no dependency on the SDK. The wrapper never fails the agent's
 // request: a snapshot it cannot build is skipped (counted in `skipped`).
-// Streaming requests (stream: true) report the snapshot only.
+// Streaming requests (stream: true) report the usage when the stream ends:
+// message_start's message.usage merged with message_delta's final usage.
 import { randomUUID } from 'node:crypto';
 import { canonicalJson } from './canonical_json.js';
 import { Reporter } from './reporter.js';
 import { SnapshotBuilder } from './snapshot_builder.js';
+import { tapStreamResult } from './stream_tap.js';
 import { Tool, ToolOrder } from './tool_order.js';
 import { Provider, toTimestamp } from './types.js';
 
@@ -77,16 +79,42 @@ export function instrumentAnthropic<C extends { messages: { create: (...a: any[]
       requestId = '';
     }
     const result = original(sendParams, ...rest);
-    if (requestId && !params.stream && result && typeof result.then === 'function') {
-      result.then((resp: Json) => {
-        if (!resp?.usage) return;
-        reporter.reportUsage({
-          agent: opts.agent, session_id: opts.sessionId, lane: opts.lane ?? '', request_id: requestId,
-          response_time: toTimestamp(), provider, model: resp.model ?? params.model,
-          raw_usage_json: JSON.stringify(resp.usage),
+    const report = (usage: Json, model: unknown) => {
+      reporter.reportUsage({
+        agent: opts.agent, session_id: opts.sessionId, lane: opts.lane ?? '', request_id: requestId,
+        response_time: toTimestamp(), provider, model: typeof model === 'string' && model ? model : params.model,
+        raw_usage_json: JSON.stringify(usage),
+      });
+    };
+    try {
+      if (requestId && params?.stream) {
+        tapStreamResult(result, () => {
+          let usage: Json = null;
+          let model: unknown;
+          let reported = false;
+          const done = () => {
+            if (!reported && usage) { reported = true; report(usage, model); }
+          };
+          return {
+            observe(event: Json) {
+              if (event?.type === 'message_start' && event.message?.usage) {
+                usage = { ...event.message.usage };
+                model = event.message.model;
+              } else if (event?.type === 'message_delta' && event.usage && usage) {
+                for (const [k, v] of Object.entries(event.usage)) if (v !== null && v !== undefined) usage[k] = v;
+              } else if (event?.type === 'message_stop') {
+                done();
+              }
+            },
+            finish: done,
+          };
         });
-      }, () => { /* the agent sees its own error */ });
-    }
+      } else if (requestId && result && typeof result.then === 'function') {
+        result.then((resp: Json) => {
+          if (resp?.usage) report(resp.usage, resp.model);
+        }, () => { /* the agent sees its own error */ });
+      }
+    } catch { /* never into the caller */ }
     return result;
   };
   return Object.assign(client, { cachewatch: state });

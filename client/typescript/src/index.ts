@@ -7,3 +7,4 @@ export * from './snapshot_builder.js';
 export * from './reporter.js';
 export * from './proto.js';
 export * from './anthropic.js';
+export * from './openai.js';
