@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { canonicalJson } from './canonical_json.js';
 import { Reporter } from './reporter.js';
 import { SnapshotBuilder } from './snapshot_builder.js';
-import { tapStreamResult } from './stream_tap.js';
+import { reportUsageOf, UsageSeen } from './stream_tap.js';
 import { Tool, ToolOrder } from './tool_order.js';
 import { Provider, toTimestamp } from './types.js';
 
@@ -86,35 +86,17 @@ export function instrumentAnthropic<C extends { messages: { create: (...a: any[]
         raw_usage_json: JSON.stringify(usage),
       });
     };
-    try {
-      if (requestId && params?.stream) {
-        tapStreamResult(result, () => {
-          let usage: Json = null;
-          let model: unknown;
-          let reported = false;
-          const done = () => {
-            if (!reported && usage) { reported = true; report(usage, model); }
-          };
-          return {
-            observe(event: Json) {
-              if (event?.type === 'message_start' && event.message?.usage) {
-                usage = { ...event.message.usage };
-                model = event.message.model;
-              } else if (event?.type === 'message_delta' && event.usage && usage) {
-                for (const [k, v] of Object.entries(event.usage)) if (v !== null && v !== undefined) usage[k] = v;
-              } else if (event?.type === 'message_stop') {
-                done();
-              }
-            },
-            finish: done,
-          };
-        });
-      } else if (requestId && result && typeof result.then === 'function') {
-        result.then((resp: Json) => {
-          if (resp?.usage) report(resp.usage, resp.model);
-        }, () => { /* the agent sees its own error */ });
-      }
-    } catch { /* never into the caller */ }
+    if (requestId) {
+      reportUsageOf(result, Boolean(params?.stream), report, (event: Json, seen: UsageSeen) => {
+        if (event?.type === 'message_start' && event.message?.usage) {
+          seen.usage = { ...event.message.usage };
+          seen.model = event.message.model;
+        } else if (event?.type === 'message_delta' && event.usage && seen.usage) {
+          for (const [k, v] of Object.entries(event.usage)) if (v !== null && v !== undefined) seen.usage[k] = v;
+        }
+        return event?.type === 'message_stop';
+      });
+    }
     return result;
   };
   return Object.assign(client, { cachewatch: state });

@@ -12,7 +12,7 @@ import { canonicalJson } from './canonical_json.js';
 import { InstrumentOptions, Instrumented } from './anthropic.js';
 import { Reporter } from './reporter.js';
 import { SnapshotBuilder } from './snapshot_builder.js';
-import { tapStreamResult } from './stream_tap.js';
+import { reportUsageOf, UsageSeen } from './stream_tap.js';
 import { Tool } from './tool_order.js';
 import { toTimestamp } from './types.js';
 
@@ -130,34 +130,20 @@ export function instrumentOpenAI<C extends object>(
           raw_usage_json: JSON.stringify(usage),
         });
       };
-      try {
-        if (requestId && params?.stream) {
-          tapStreamResult(result, () => {
-            let usage: Json = null;
-            let model: unknown;
-            let reported = false;
-            const done = () => {
-              if (!reported && usage) { reported = true; report(usage, model); }
-            };
-            return {
-              observe(event: Json) {
-                if (api === 'chat') {
-                  if (event?.usage) { usage = event.usage; model = event.model; }
-                } else if (FINAL_RESPONSE_EVENTS.has(event?.type) && event.response?.usage) {
-                  usage = event.response.usage;
-                  model = event.response.model;
-                  done();
-                }
-              },
-              finish: done,
-            };
-          });
-        } else if (requestId && result && typeof result.then === 'function') {
-          result.then((resp: Json) => {
-            if (resp?.usage) report(resp.usage, resp.model);
-          }, () => { /* the agent sees its own error */ });
-        }
-      } catch { /* never into the caller */ }
+      if (requestId) {
+        reportUsageOf(result, Boolean(params?.stream), report, (event: Json, seen: UsageSeen) => {
+          if (api === 'chat') {
+            if (event?.usage) { seen.usage = event.usage; seen.model = event.model; }
+            return false;
+          }
+          if (FINAL_RESPONSE_EVENTS.has(event?.type) && event.response?.usage) {
+            seen.usage = event.response.usage;
+            seen.model = event.response.model;
+            return true;
+          }
+          return false;
+        });
+      }
       return result;
     };
   };

@@ -73,3 +73,36 @@ export function tapStreamResult(result: Json, makeTap: () => StreamTap): void {
     }
   } catch { /* never into the caller */ }
 }
+
+/** The usage and model a streamed response has shown so far. */
+export interface UsageSeen {
+  usage: Json;
+  model: unknown;
+}
+
+/**
+ * Reports a call's usage exactly once: from the response of a plain call, or
+ * for a stream from what `observe` gathers into `seen` from its events —
+ * reported when `observe` returns true (the final event) or when the stream
+ * ends. Never throws into the caller.
+ */
+export function reportUsageOf(result: Json, stream: boolean,
+    report: (usage: Json, model: unknown) => void,
+    observe: (event: Json, seen: UsageSeen) => boolean): void {
+  try {
+    if (stream) {
+      tapStreamResult(result, () => {
+        const seen: UsageSeen = { usage: null, model: undefined };
+        let reported = false;
+        const done = () => {
+          if (!reported && seen.usage) { reported = true; report(seen.usage, seen.model); }
+        };
+        return { observe(event: Json) { if (observe(event, seen)) done(); }, finish: done };
+      });
+    } else if (result && typeof result.then === 'function') {
+      result.then((resp: Json) => {
+        if (resp?.usage) report(resp.usage, resp.model);
+      }, () => { /* the agent sees its own error */ });
+    }
+  } catch { /* never into the caller */ }
+}
