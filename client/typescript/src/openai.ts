@@ -1,20 +1,17 @@
 // instrumentOpenAI: wraps an `openai` SDK client's chat.completions.create and
-// responses.create so that each request reports a snapshot before and a usage
-// after (streaming too). Duck-typed: no dependency on the SDK. The wrapper
-// never changes what the caller gets and never fails the agent's request: a
-// snapshot it cannot build is skipped (counted in `skipped`).
+// responses.create (and so the SDK helpers that call them: .stream(),
+// .parse(), runTools()) so that each request reports a snapshot before and a
+// usage after (instrument.ts). Duck-typed: no dependency on the SDK. The
+// caller gets the SDK's own result (APIPromise, response, Stream) and the
+// wrapper never fails the request.
 //
-// Streaming: chat completions report the usage of the last chunk that carries
-// `usage` (the request needs stream_options.include_usage); the Responses API
-// reports response.completed's (or .incomplete / .failed) response.usage.
-import { randomUUID } from 'node:crypto';
+// Usage: the response's `usage`, verbatim. Streaming: chat completions report
+// the usage of the last chunk that carries `usage` (the request needs
+// stream_options.include_usage); the Responses API reports response.completed's
+// (or .incomplete / .failed) response.usage.
 import { canonicalJson } from './canonical_json.js';
-import { InstrumentOptions, Instrumented } from './anthropic.js';
+import { instrumentContext, instrumentCreate, Instrumented, InstrumentOptions, RequestShape } from './instrument.js';
 import { Reporter } from './reporter.js';
-import { SnapshotBuilder } from './snapshot_builder.js';
-import { reportUsageOf, UsageSeen } from './stream_tap.js';
-import { Tool } from './tool_order.js';
-import { toTimestamp } from './types.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 type Json = any;
@@ -79,75 +76,53 @@ function toolName(t: Json): string {
   return t?.function?.name ?? t?.name ?? t?.server_label ?? t?.type ?? '';
 }
 
+function optionsOf(params: Json): Json {
+  const options: Json = {};
+  for (const k of OPTION_KEYS) if (params[k] !== undefined) options[k] = params[k];
+  return options;
+}
+
+/** OpenAI caches prompt prefixes automatically; prompt_cache_retention '24h' extends the TTL. */
+function cacheControlOf(params: Json): Json {
+  return { enabled: true, automatic: true, ttl_seconds: params.prompt_cache_retention === '24h' ? 86400 : 0 };
+}
+
+const CHAT: RequestShape = {
+  toolName,
+  describe(params) {
+    const { system, blocks } = chatParts(params.messages);
+    return { systemPrompt: system, messageBlocks: blocks, options: optionsOf(params), cacheControl: cacheControlOf(params) };
+  },
+  observe(event, seen) {
+    if (event?.usage) { seen.usage = event.usage; seen.model = event.model; }
+    return false;
+  },
+};
+
+const RESPONSES: RequestShape = {
+  toolName,
+  describe(params) {
+    const system = params.instructions === undefined || params.instructions === null ? '' : textOf(params.instructions);
+    return {
+      systemPrompt: system, messageBlocks: responsesBlocks(params.input), options: optionsOf(params),
+      cacheControl: cacheControlOf(params),
+    };
+  },
+  observe(event, seen) {
+    if (FINAL_RESPONSE_EVENTS.has(event?.type) && event.response?.usage) {
+      seen.usage = event.response.usage;
+      seen.model = event.response.model;
+      return true;
+    }
+    return false;
+  },
+};
+
 export function instrumentOpenAI<C extends object>(
   client: C, reporter: Reporter, opts: InstrumentOptions): C & { cachewatch: Instrumented } {
-  const builder = new SnapshotBuilder({
-    agent: opts.agent, sessionId: opts.sessionId, lane: opts.lane, toolOrder: opts.toolOrder,
-  });
-  const state: Instrumented = { skipped: 0, builder };
-  const provider = opts.provider ?? 'PROVIDER_OPENAI';
+  const ctx = instrumentContext(reporter, opts, 'PROVIDER_OPENAI');
   const c = client as Json;
-
-  const wrap = (owner: Json, api: 'chat' | 'responses') => {
-    if (!owner || typeof owner.create !== 'function') return;
-    const original = owner.create.bind(owner);
-    owner.create = (params: Json, ...rest: any[]) => {
-      let sendParams = params;
-      let requestId = '';
-      try {
-        requestId = opts.requestId ? opts.requestId() : randomUUID();
-        const tools: Tool[] = (params.tools ?? []).map((t: Json) => ({
-          name: toolName(t), definition: t, shouldDefer: !!t.defer_loading,
-        }));
-        if (opts.applyToolOrder !== false && tools.length) {
-          sendParams = { ...params, tools: builder.orderTools(tools).map((t) => t.definition) };
-        }
-        const options: Json = {};
-        for (const k of OPTION_KEYS) if (params[k] !== undefined) options[k] = params[k];
-        let system = '';
-        let blocks: Json[] = [];
-        if (api === 'chat') {
-          ({ system, blocks } = chatParts(params.messages));
-        } else {
-          system = params.instructions === undefined || params.instructions === null ? '' : textOf(params.instructions);
-          blocks = responsesBlocks(params.input);
-        }
-        const retention = params.prompt_cache_retention;
-        reporter.reportSnapshot(builder.build({
-          requestId, provider, model: params.model, systemPrompt: system, tools,
-          messageBlocks: blocks, options,
-          cacheControl: { enabled: true, automatic: true, ttl_seconds: retention === '24h' ? 86400 : 0 },
-        }));
-      } catch {
-        state.skipped++;
-        requestId = '';
-      }
-      const result = original(sendParams, ...rest);
-      const report = (usage: Json, model: unknown) => {
-        reporter.reportUsage({
-          agent: opts.agent, session_id: opts.sessionId, lane: opts.lane ?? '', request_id: requestId,
-          response_time: toTimestamp(), provider, model: typeof model === 'string' && model ? model : params.model,
-          raw_usage_json: JSON.stringify(usage),
-        });
-      };
-      if (requestId) {
-        reportUsageOf(result, Boolean(params?.stream), report, (event: Json, seen: UsageSeen) => {
-          if (api === 'chat') {
-            if (event?.usage) { seen.usage = event.usage; seen.model = event.model; }
-            return false;
-          }
-          if (FINAL_RESPONSE_EVENTS.has(event?.type) && event.response?.usage) {
-            seen.usage = event.response.usage;
-            seen.model = event.response.model;
-            return true;
-          }
-          return false;
-        });
-      }
-      return result;
-    };
-  };
-  wrap(c.chat?.completions, 'chat');
-  wrap(c.responses, 'responses');
-  return Object.assign(client, { cachewatch: state });
+  instrumentCreate(c.chat?.completions, ctx, CHAT);
+  instrumentCreate(c.responses, ctx, RESPONSES);
+  return Object.assign(client, { cachewatch: ctx.state });
 }

@@ -63,9 +63,12 @@ export class SnapshotBuilder {
     this.toolOrder = options.toolOrder ?? ToolOrder.lexicographic();
   }
 
-  /** The tools to send to the provider, in the order the snapshot reports. */
-  orderTools<T extends Tool>(tools: readonly T[]): T[] {
-    return this.toolOrder.order(tools);
+  /**
+   * The tools to send to the provider, in the order the snapshot reports;
+   * with includeDeferred, the deferred tools too, in their policy position.
+   */
+  orderTools<T extends Tool>(tools: readonly T[], opts: { includeDeferred?: boolean } = {}): T[] {
+    return this.toolOrder.order(tools, opts);
   }
 
   /** Builds the snapshot; throws SnapshotBuilderError and changes nothing on bad input. */

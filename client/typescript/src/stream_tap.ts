@@ -1,10 +1,23 @@
-// Helpers shared by the SDK wrappers: observe a streaming response without
-// changing what the caller gets. The SDKs return a promise (an APIPromise with
-// extra methods) of a Stream object; the wrappers return that very promise and
-// patch the resolved object's own [Symbol.asyncIterator] so that each event is
+// How the SDK wrappers see a call's usage without changing what the caller
+// gets or making anything happen that the caller did not ask for.
+//
+// The parsed response: the SDKs' create returns an APIPromise that parses the
+// body only when asked (await/then/catch/finally, withResponse(), helpers that
+// derive a promise with _thenUnwrap) and hands the raw Response unread to
+// asResponse(). Awaiting it ourselves would read the body behind the caller's
+// back (asResponse() and derived promises then fail: "Body has already been
+// read"), so the wrapper wraps that promise's own `parseResponse` and sees the
+// value whenever, and however, the caller has it parsed; a body taken with
+// asResponse() is not read and reports no usage. Anything else thenable (a
+// plain Promise) is observed with then().
+//
+// A stream: the resolved stream object's own [Symbol.asyncIterator] — and, for
+// the SDKs' Stream, its `iterator` — are wrapped in place, so each event is
 // shown to `observe` on its way to the caller and `finish` runs once when the
-// iteration ends (done, break/return, or error). Observers never throw into
-// the caller.
+// iteration ends (done, break/return, or error). `for await`, the SDK helpers
+// (messages.stream(), chat.completions.stream(), responses.stream()),
+// tee() and toReadableStream() all read through one of the two. Observers
+// never throw into the caller.
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 type Json = any;
@@ -18,16 +31,18 @@ function safe(fn: () => void): void {
   try { fn(); } catch { /* never into the caller */ }
 }
 
+const TAPPED = Symbol('cachewatch.tapped');
+
 /** Patches `stream` in place; returns false when it is not an async iterable. */
 export function tapAsyncIterable(stream: Json, tap: StreamTap): boolean {
   try {
     if (!stream || typeof stream[Symbol.asyncIterator] !== 'function') return false;
-    const original = stream[Symbol.asyncIterator];
     let finished = false;
     const finish = () => { if (!finished) { finished = true; safe(() => tap.finish()); } };
-    const patched = function (this: Json, ...a: any[]) {
-      const it = original.apply(stream, a);
+    const wrap = (it: Json) => {
+      if (!it || typeof it.next !== 'function' || it[TAPPED]) return it;
       const wrapped: Json = {
+        [TAPPED]: true,
         async next(...args: any[]) {
           let r;
           try {
@@ -51,7 +66,15 @@ export function tapAsyncIterable(stream: Json, tap: StreamTap): boolean {
       }
       return wrapped;
     };
-    Object.defineProperty(stream, Symbol.asyncIterator, { value: patched, configurable: true, writable: true });
+    // The SDKs' Stream: [Symbol.asyncIterator]() returns this.iterator(), which
+    // tee() (openai) also calls directly; an iterator wrapped once is not again.
+    const keys: Array<string | symbol> = [Symbol.asyncIterator];
+    if (typeof stream.iterator === 'function') keys.push('iterator');
+    for (const key of keys) {
+      const original = stream[key];
+      const patched = function (...a: any[]) { return wrap(original.apply(stream, a)); };
+      Object.defineProperty(stream, key, { value: patched, configurable: true, writable: true });
+    }
     return true;
   } catch {
     return false;
@@ -59,17 +82,23 @@ export function tapAsyncIterable(stream: Json, tap: StreamTap): boolean {
 }
 
 /**
- * Taps the stream `result` resolves to (or `result` itself when it is an async
- * iterable). Returns nothing: the caller gets `result` unchanged. The tap's
- * reaction is registered before the caller's, so the patch is in place before
- * the caller sees the stream.
+ * Calls `onData` with the parsed value of `result` each time it is parsed —
+ * through the SDK APIPromise's `parseResponse`, or then() for other thenables.
+ * `result` itself is not replaced.
  */
-export function tapStreamResult(result: Json, makeTap: () => StreamTap): void {
+export function watchParsed(result: Json, onData: (data: Json) => void): void {
   try {
-    if (result && typeof result.then === 'function') {
-      result.then((stream: Json) => { tapAsyncIterable(stream, makeTap()); }, () => { /* the agent sees its own error */ });
+    if (!result || typeof result.then !== 'function') return;
+    if (typeof result.parseResponse === 'function' && typeof result.asResponse === 'function') {
+      const parse = result.parseResponse;
+      result.parseResponse = function (this: unknown, ...a: any[]) {
+        return Promise.resolve(parse.apply(this, a)).then((data: Json) => {
+          safe(() => onData(data));
+          return data;
+        });
+      };
     } else {
-      tapAsyncIterable(result, makeTap());
+      result.then((data: Json) => safe(() => onData(data)), () => { /* the agent sees its own error */ });
     }
   } catch { /* never into the caller */ }
 }
@@ -81,28 +110,27 @@ export interface UsageSeen {
 }
 
 /**
- * Reports a call's usage exactly once: from the response of a plain call, or
- * for a stream from what `observe` gathers into `seen` from its events —
- * reported when `observe` returns true (the final event) or when the stream
- * ends. Never throws into the caller.
+ * Reports a call's usage at most once: from the parsed response of a plain
+ * call, or for a stream from what `observe` gathers into `seen` from its
+ * events — reported when `observe` returns true (the final event) or when the
+ * stream ends. Never throws into the caller.
  */
 export function reportUsageOf(result: Json, stream: boolean,
     report: (usage: Json, model: unknown) => void,
     observe: (event: Json, seen: UsageSeen) => boolean): void {
-  try {
-    if (stream) {
-      tapStreamResult(result, () => {
-        const seen: UsageSeen = { usage: null, model: undefined };
-        let reported = false;
-        const done = () => {
-          if (!reported && seen.usage) { reported = true; report(seen.usage, seen.model); }
-        };
-        return { observe(event: Json) { if (observe(event, seen)) done(); }, finish: done };
-      });
-    } else if (result && typeof result.then === 'function') {
-      result.then((resp: Json) => {
-        if (resp?.usage) report(resp.usage, resp.model);
-      }, () => { /* the agent sees its own error */ });
+  let reported = false;
+  const once = (usage: Json, model: unknown) => {
+    if (!reported && usage) { reported = true; report(usage, model); }
+  };
+  watchParsed(result, (data: Json) => {
+    if (!stream) {
+      once(data?.usage, data?.model);
+      return;
     }
-  } catch { /* never into the caller */ }
+    const seen: UsageSeen = { usage: null, model: undefined };
+    tapAsyncIterable(data, {
+      observe(event: Json) { if (observe(event, seen)) once(seen.usage, seen.model); },
+      finish() { once(seen.usage, seen.model); },
+    });
+  });
 }

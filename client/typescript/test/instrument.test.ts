@@ -1,72 +1,17 @@
 // instrumentOpenAI and instrumentAnthropic (streaming) with fake SDK-shaped
 // clients against a real cachewatchd (path in env CACHEWATCHD).
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync, ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import * as path from 'node:path';
 import { instrumentAnthropic, instrumentOpenAI, Reporter } from '../src/index.js';
+import * as daemon from './support/daemon.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
-const CACHEWATCHD = process.env.CACHEWATCHD;
-let daemon: ChildProcess | null = null;
-let address = '';
-let dir = '';
-let db = '';
-
-before(async () => {
-  assert.ok(CACHEWATCHD, 'set CACHEWATCHD to the cachewatchd binary');
-  dir = mkdtempSync(path.join(tmpdir(), 'cachewatch-ts-instr-'));
-  db = path.join(dir, 'db');
-  const proc = spawn(CACHEWATCHD!, ['--listen=127.0.0.1:0', '--metrics-listen=127.0.0.1:0', `--db-path=${db}`],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
-  daemon = proc;
-  address = await new Promise<string>((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`daemon did not start: ${buf}`)), 20000);
-    proc.on('exit', (code) => reject(new Error(`daemon exited ${code}: ${buf}`)));
-    proc.stderr!.on('data', (chunk: Buffer) => {
-      buf += chunk.toString();
-      for (const line of buf.split('\n')) {
-        try {
-          const j = JSON.parse(line);
-          if (j.msg === 'listening' && j.grpc) {
-            clearTimeout(timer);
-            resolve(j.grpc);
-          }
-        } catch { /* partial line */ }
-      }
-    });
-  });
-});
-
-after(() => {
-  if (daemon && daemon.exitCode === null) daemon.kill('SIGKILL');
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
-
+const d = daemon.useDaemon('instr');
 const AGENT = 'ts-instrument';
-
-function sql(query: string): string[] {
-  return execFileSync('sqlite3', [db, query]).toString().split('\n').filter((l) => l !== '');
-}
-
-/** "request_id|usage_received|cache_read_tokens|output_tokens" per turn, once `n` turns have their usage. */
-async function turns(session: string, n: number): Promise<string[]> {
-  const q = `SELECT request_id, usage_received, cache_read_tokens, output_tokens FROM turns
-             WHERE session_id = '${session}' ORDER BY request_id`;
-  for (let i = 0; i < 100; i++) {
-    const got = sql(q);
-    if (got.length >= n && got.every((l) => l.split('|')[1] === '1')) return got;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return sql(q);
-}
-
-function breaks(session: string): string[] {
-  return sql(`SELECT primary_reason FROM prompt_cache_breaks WHERE session_id = '${session}'`);
-}
+const sql = (query: string) => daemon.sql(d.db, query);
+const turns = (session: string, n: number) => daemon.turns(d.db, session, n);
+const breaks = (session: string) => daemon.breaks(d.db, session);
+const drain = daemon.drain;
 
 async function* iterate<T>(items: T[]): AsyncGenerator<T> {
   for (const item of items) {
@@ -75,20 +20,12 @@ async function* iterate<T>(items: T[]): AsyncGenerator<T> {
   }
 }
 
-async function drain(reporter: Reporter, records: number): Promise<void> {
-  assert.equal(await reporter.flush(15000), true);
-  const s = reporter.stats();
-  assert.equal(s.acked, records, JSON.stringify(s));
-  assert.equal(s.rejected, 0);
-  await reporter.close();
-}
-
 const CHAT_TOOLS = ['shell', 'read_file', 'mcp__github__search'].map((name) => ({
   type: 'function', function: { name, description: name, parameters: { type: 'object', properties: {} } },
 }));
 
 test('instrumentOpenAI chat, non-streaming: the caller gets the response, the usage reaches the daemon', async () => {
-  const reporter = new Reporter({ address });
+  const reporter = new Reporter({ address: d.address });
   const canned = {
     id: 'chatcmpl-1', object: 'chat.completion', model: 'gpt-4.1-2025-04-14',
     choices: [{ index: 0, message: { role: 'assistant', content: 'hello' }, finish_reason: 'stop' }],
@@ -114,7 +51,7 @@ test('instrumentOpenAI chat, non-streaming: the caller gets the response, the us
 });
 
 test('instrumentOpenAI chat, streaming: every chunk passes through, the usage chunk is reported', async () => {
-  const reporter = new Reporter({ address });
+  const reporter = new Reporter({ address: d.address });
   const chunk = (delta: any, extra: any = {}) => ({
     id: 'chatcmpl-2', object: 'chat.completion.chunk', model: 'gpt-4.1-2025-04-14',
     choices: [{ index: 0, delta, finish_reason: null }], usage: null, ...extra,
@@ -144,7 +81,7 @@ test('instrumentOpenAI chat, streaming: every chunk passes through, the usage ch
 });
 
 test('instrumentOpenAI responses, streaming: every event passes through, response.completed is reported', async () => {
-  const reporter = new Reporter({ address });
+  const reporter = new Reporter({ address: d.address });
   const usage = { input_tokens: 4000, input_tokens_details: { cached_tokens: 3072 },
     output_tokens: 5, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 4005 };
   const events = [
@@ -174,7 +111,7 @@ test('instrumentOpenAI responses, streaming: every event passes through, respons
 });
 
 test('instrumentAnthropic, streaming: every event passes through, message_start + message_delta usage reported', async () => {
-  const reporter = new Reporter({ address });
+  const reporter = new Reporter({ address: d.address });
   const events = [
     { type: 'message_start', message: { id: 'msg_1', type: 'message', role: 'assistant', model: 'claude-sonnet-4-5',
       content: [], stop_reason: null,
@@ -205,7 +142,7 @@ test('instrumentAnthropic, streaming: every event passes through, message_start 
 });
 
 test('instrumentOpenAI chat: tools registered in different orders, no tools_order_changed break', async () => {
-  const reporter = new Reporter({ address });
+  const reporter = new Reporter({ address: d.address });
   const sent: any[] = [];
   const fake = { chat: { completions: { create: async (p: any) => {
     sent.push(p);

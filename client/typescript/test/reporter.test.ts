@@ -1,64 +1,11 @@
 // The Reporter against a real cachewatchd (path in env CACHEWATCHD).
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync, ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { instrumentAnthropic, Reporter, Snapshot, SnapshotBuilder, Tool, ToolOrder, toTimestamp, Usage } from '../src/index.js';
+import * as daemon from './support/daemon.js';
 
-const CACHEWATCHD = process.env.CACHEWATCHD;
-let daemon: ChildProcess | null = null;
-let address = '';
-let dir = '';
-let db = '';
-
-function startDaemon(listen: string, dbPath: string): Promise<{ proc: ChildProcess; grpc: string }> {
-  const proc = spawn(CACHEWATCHD!, [`--listen=${listen}`, '--metrics-listen=127.0.0.1:0', `--db-path=${dbPath}`],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`daemon did not start: ${buf}`)), 20000);
-    proc.on('exit', (code) => reject(new Error(`daemon exited ${code}: ${buf}`)));
-    proc.stderr!.on('data', (chunk: Buffer) => {
-      buf += chunk.toString();
-      for (const line of buf.split('\n')) {
-        try {
-          const j = JSON.parse(line);
-          if (j.msg === 'listening' && j.grpc) {
-            clearTimeout(timer);
-            resolve({ proc, grpc: j.grpc });
-          }
-        } catch { /* partial line */ }
-      }
-    });
-  });
-}
-
-async function freePort(): Promise<number> {
-  return new Promise<number>((resolve) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const p = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(p));
-    });
-  });
-}
-
-before(async () => {
-  assert.ok(CACHEWATCHD, 'set CACHEWATCHD to the cachewatchd binary');
-  dir = mkdtempSync(path.join(tmpdir(), 'cachewatch-ts-'));
-  db = path.join(dir, 'db');
-  const d = await startDaemon('127.0.0.1:0', db);
-  daemon = d.proc;
-  address = d.grpc;
-});
-
-after(() => {
-  if (daemon && daemon.exitCode === null) daemon.kill('SIGKILL');
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+const d = daemon.useDaemon('reporter');
 
 const AGENT = 'ts-test';
 const base = Date.now() - 120_000;
@@ -73,11 +20,7 @@ function usage(session: string, requestId: string, atMs: number, read: number, w
   };
 }
 
-function breaks(session: string): string[] {
-  const out = execFileSync('sqlite3', [db,
-    `SELECT primary_reason FROM prompt_cache_breaks WHERE session_id = '${session}'`]).toString();
-  return out.split('\n').filter((l) => l !== '');
-}
+const breaks = (session: string) => daemon.breaks(d.db, session);
 
 const TOOLS: Tool[] = [
   { name: 'shell', definition: '{"name":"shell","input_schema":{"type":"object"}}' },
@@ -86,7 +29,7 @@ const TOOLS: Tool[] = [
 ];
 
 test('10 turns: 20 records acked by the daemon', async () => {
-  const reporter = new Reporter({ address });
+  const reporter = new Reporter({ address: d.address });
   const b = new SnapshotBuilder({ agent: AGENT, sessionId: 'ten' });
   for (let i = 0; i < 10; i++) {
     const at = base + i * 2000;
@@ -108,7 +51,7 @@ test('10 turns: 20 records acked by the daemon', async () => {
 
 async function twoTurns(session: string, order: (tools: Tool[]) => Tool[], policy: Snapshot['tool_order_policy'],
   secondRead = 0) {
-  const reporter = new Reporter({ address });
+  const reporter = new Reporter({ address: d.address });
   const b = new SnapshotBuilder({ agent: AGENT, sessionId: session });
   // Registration order differs between the turns (MCP discovery races).
   const registrations = [TOOLS, [TOOLS[2], TOOLS[0], TOOLS[1]]];
@@ -130,14 +73,7 @@ async function twoTurns(session: string, order: (tools: Tool[]) => Tool[], polic
   await reporter.close();
 }
 
-async function waitForBreaks(session: string, n: number): Promise<string[]> {
-  for (let i = 0; i < 50; i++) {
-    const got = breaks(session);
-    if (got.length >= n) return got;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return breaks(session);
-}
+const waitForBreaks = (session: string, n: number) => daemon.waitForBreaks(d.db, session, n);
 
 test('tools in registration order: a tools_order_changed break', async () => {
   await twoTurns('registration', (tools) => tools, 'TOOL_ORDER_POLICY_REGISTRATION');
@@ -156,7 +92,7 @@ test('the lexicographic policy: same order, no tools reason', async () => {
 });
 
 test('instrumentAnthropic: tools reordered, snapshot and usage reported per call', async () => {
-  const reporter = new Reporter({ address });
+  const reporter = new Reporter({ address: d.address });
   const sent: Array<{ tools: Array<{ name: string }> }> = [];
   const fake = {
     messages: {
@@ -193,7 +129,7 @@ test('instrumentAnthropic: tools reordered, snapshot and usage reported per call
 });
 
 test('daemon down: report calls return at once, drops counted', async () => {
-  const port = await freePort();  // Nobody listens there.
+  const port = await daemon.freePort();  // Nobody listens there.
   const reporter = new Reporter({ address: `127.0.0.1:${port}`, maxQueuedRecords: 5, initialBackoffMs: 10, maxBackoffMs: 50 });
   const b = new SnapshotBuilder({ agent: AGENT, sessionId: 'down' });
   const snap = b.build({ requestId: 'x', provider: 'PROVIDER_ANTHROPIC', model: 'm' });
@@ -223,7 +159,7 @@ test('daemon down: report calls return at once, drops counted', async () => {
 });
 
 test('records queued while the daemon is down are delivered once it is up', async () => {
-  const port = await freePort();
+  const port = await daemon.freePort();
   const reporter = new Reporter({ address: `127.0.0.1:${port}`, initialBackoffMs: 20, maxBackoffMs: 200 });
   const at = Date.now() - 10_000;
   const b = new SnapshotBuilder({ agent: AGENT, sessionId: 'late' });
@@ -232,7 +168,7 @@ test('records queued while the daemon is down are delivered once it is up', asyn
   assert.equal(reporter.reportUsage(usage('late', 'l0', at + 1000, 0, 20000)), true);
   await new Promise((r) => setTimeout(r, 400));
   assert.equal(reporter.stats().acked, 0);
-  const second = await startDaemon(`127.0.0.1:${port}`, path.join(dir, 'db2'));
+  const second = await daemon.spawnDaemon(`127.0.0.1:${port}`, path.join(d.dir, 'db2'));
   try {
     assert.equal(await reporter.flush(15000), true);
     const s = reporter.stats();
@@ -246,9 +182,9 @@ test('records queued while the daemon is down are delivered once it is up', asyn
 });
 
 test('daemon killed mid-session: drops counted, nothing thrown', async () => {
-  const reporter = new Reporter({ address, maxQueuedRecords: 3, initialBackoffMs: 10, maxBackoffMs: 50 });
-  daemon!.kill('SIGKILL');
-  await new Promise((r) => daemon!.once('exit', r));
+  const reporter = new Reporter({ address: d.address, maxQueuedRecords: 3, initialBackoffMs: 10, maxBackoffMs: 50 });
+  d.proc.kill('SIGKILL');
+  await new Promise((r) => d.proc.once('exit', r));
   let ok = 0;
   for (let i = 0; i < 20; i++) if (reporter.reportUsage(usage('killed', `k${i}`, Date.now(), 0, 0))) ok++;
   await new Promise((r) => setTimeout(r, 300));
