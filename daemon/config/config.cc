@@ -146,7 +146,9 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
       ->check(CLI::PositiveNumber);
   int64_t group_commit_us = config.store.max_batch_delay.count();
   Add(app, "group-commit-us", group_commit_us,
-      "Longest wait for more records before a commit, in microseconds")
+      "Extra wait for more records before a commit, in microseconds; 0 "
+      "commits at once when no commit is in flight (records arriving during "
+      "a commit join the next one)")
       ->check(CLI::NonNegativeNumber);
   Add(app, "max-batch-records", config.store.max_batch_records,
       "Most records committed in one transaction")

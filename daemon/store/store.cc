@@ -47,15 +47,11 @@ Store::Store(const StoreOptions& options,
              std::unique_ptr<ReadConnection> reader)
     : options_(options),
       writer_(std::move(writer)),
-      reader_(std::move(reader)),
-      writer_thread_([this] { WriterLoop(); }) {}
+      reader_(std::move(reader)) {}
 
 Store::~Store() {
-  {
-    absl::MutexLock lock(&queue_mu_);
-    closing_ = true;
-  }
-  writer_thread_.join();
+  absl::MutexLock lock(&queue_mu_);
+  closing_ = true;
 }
 
 absl::Status Store::Write(std::vector<StoreWrite> writes) {
@@ -63,35 +59,45 @@ absl::Status Store::Write(std::vector<StoreWrite> writes) {
   const size_t records = writes.size();
   PendingWrite pending;
   pending.writes = std::move(writes);
-  absl::MutexLock lock(&queue_mu_);
-  if (closing_) return absl::UnavailableError("store is closing");
-  if (queued_records_ + records > options_.max_queued_records) {
-    stats_.rejected_records += static_cast<int64_t>(records);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("store queue full: ", queued_records_,
-                     " records waiting, limit ", options_.max_queued_records));
+  std::vector<PendingWrite*> batch;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    if (closing_) return absl::UnavailableError("store is closing");
+    if (queued_records_ + records > options_.max_queued_records) {
+      stats_.rejected_records += static_cast<int64_t>(records);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "store queue full: ", queued_records_, " records waiting, limit ",
+          options_.max_queued_records));
+    }
+    pending.enqueued = absl::Now();
+    queue_.push_back(&pending);
+    queued_records_ += records;
+    // Either a leader commits this write, or this write becomes the leader:
+    // it is at the front of the queue and no commit is in flight.
+    const auto done_or_leader = [this, &pending] {
+      queue_mu_.AssertReaderHeld();
+      return pending.done || (!committing_ && queue_.front() == &pending);
+    };
+    queue_mu_.Await(absl::Condition(&done_or_leader));
+    if (pending.done) return pending.status;
+    batch = TakeBatch();
   }
-  pending.enqueued = absl::Now();
-  queue_.push_back(&pending);
-  queued_records_ += records;
-  queue_mu_.Await(absl::Condition(&pending.done));
+  CommitBatch(batch);
   return pending.status;
 }
-
-bool Store::QueueReady() const { return closing_ || !queue_.empty(); }
 
 bool Store::BatchFull() const {
   return closing_ || queued_records_ >= std::min(options_.max_batch_records,
                                                  options_.max_queued_records);
 }
 
-std::vector<Store::PendingWrite*> Store::NextBatch() {
-  absl::MutexLock lock(&queue_mu_);
-  queue_mu_.Await(absl::Condition(this, &Store::QueueReady));
-  if (queue_.empty()) return {};  // Closing, and everything is committed.
-  queue_mu_.AwaitWithDeadline(
-      absl::Condition(this, &Store::BatchFull),
-      queue_.front()->enqueued + absl::FromChrono(options_.max_batch_delay));
+std::vector<Store::PendingWrite*> Store::TakeBatch() {
+  committing_ = true;
+  if (options_.max_batch_delay.count() > 0) {
+    queue_mu_.AwaitWithDeadline(
+        absl::Condition(this, &Store::BatchFull),
+        queue_.front()->enqueued + absl::FromChrono(options_.max_batch_delay));
+  }
   std::vector<PendingWrite*> batch;
   size_t records = 0;
   while (!queue_.empty()) {
@@ -113,6 +119,9 @@ void Store::CommitBatch(const std::vector<PendingWrite*>& batch) {
     units.push_back(&pending->writes);
     records += static_cast<int64_t>(pending->writes.size());
   }
+  if (options_.before_commit) {
+    options_.before_commit(static_cast<size_t>(records));
+  }
   const absl::Time start = absl::Now();
   absl::Status status;
   {
@@ -133,19 +142,13 @@ void Store::CommitBatch(const std::vector<PendingWrite*>& batch) {
   stats_.last_commit_duration =
       std::chrono::microseconds(absl::ToInt64Microseconds(duration));
   ++finished_batches_;
-  // Once `done` is set the caller may return and free its PendingWrite.
+  // Once `done` is set a follower may return and free its PendingWrite; the
+  // next write at the front of the queue becomes the leader.
   for (PendingWrite* pending : batch) {
     pending->status = status;
     pending->done = true;
   }
-}
-
-void Store::WriterLoop() {
-  while (true) {
-    const std::vector<PendingWrite*> batch = NextBatch();
-    if (batch.empty()) return;
-    CommitBatch(batch);
-  }
+  committing_ = false;
 }
 
 absl::StatusOr<v1::ListBreaksResponse> Store::ListBreaks(
@@ -189,7 +192,7 @@ absl::StatusOr<int64_t> Store::DeleteOlderThan(int64_t cutoff_us) {
     if (!deleted.ok()) return deleted.status();
     if (*deleted == 0) return total;
     total += *deleted;
-    // Let queued writes go first: wait for the writer to finish a batch.
+    // Let queued writes go first: wait for a batch to finish.
     absl::MutexLock lock(&queue_mu_);
     const int64_t finished = finished_batches_;
     const auto writer_caught_up = [this, finished] {

@@ -4,10 +4,13 @@
 // the lane state for a restart, and retention. The schema (schema.cc) is a
 // public contract for postmortem SQL.
 //
-// Writes are group-committed: one writer thread owns the write connection
-// and commits everything queued (up to max_batch_records) in one
-// transaction; each Write() returns once its records are durable. Writes
-// are idempotent per (lane key, request id, kind): a retry changes nothing.
+// Writes are group-committed, leader/follower style: a Write() that finds no
+// commit in flight commits at once on its own thread; writes arriving while
+// a commit is in flight queue up, and when it ends the first of them commits
+// everything queued (up to max_batch_records) in one transaction. Batches
+// thus grow with the load and the commit time, not with a timer. Each
+// Write() returns once its records are durable. Writes are idempotent per
+// (lane key, request id, kind): a retry changes nothing.
 //
 // A lane key whose lane is empty means lane "main", in writes and queries.
 //
@@ -21,10 +24,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -45,13 +48,14 @@ struct StoreOptions {
   // The database file; created with mode 0600 when missing. Default
   // "./cachewatch.db".
   std::string path = "./cachewatch.db";
-  // Group commit: once a record is queued, the writer waits at most this
-  // long for more before committing. Default 2 ms.
-  std::chrono::microseconds max_batch_delay{2000};
+  // Group commit: an extra wait, from the first queued record, for more
+  // records before committing; 0 commits as soon as no commit is in flight.
+  // Default 0.
+  std::chrono::microseconds max_batch_delay{0};
   // ... and commits at most this many records per transaction (a single
   // Write() is never split, so a larger one commits alone). Default 1000.
   size_t max_batch_records = 1000;
-  // Records waiting for the writer; beyond this Write() answers
+  // Records waiting for a commit; beyond this Write() answers
   // ResourceExhausted at once. Default 100,000.
   size_t max_queued_records = 100000;
   // synchronous=FULL (a commit survives power loss) instead of NORMAL (it
@@ -61,11 +65,14 @@ struct StoreOptions {
   // pages); writes that need more fail with Unavailable, as on a full disk,
   // until rows are deleted. 0: no limit. Default 0.
   int64_t max_size_bytes = 0;
+  // For tests: called on the committing thread just before each transaction
+  // with the number of records it holds. Default none.
+  std::function<void(size_t records)> before_commit;
 };
 
 // Health and throughput counters, since Open().
 struct StoreStats {
-  size_t queued_records = 0;  // Waiting for the writer now.
+  size_t queued_records = 0;  // Waiting for a commit now.
   int64_t commits = 0;        // Transactions committed.
   int64_t committed_records = 0;
   int64_t failed_commits = 0;
@@ -78,8 +85,8 @@ struct StoreStats {
 
 class Store {
  public:
-  // Opens (creating when missing) and migrates the database, and starts the
-  // writer. FailedPrecondition when the file's schema is newer than this
+  // Opens (creating when missing) and migrates the database.
+  // FailedPrecondition when the file's schema is newer than this
   // build knows; Unavailable when it cannot be opened.
   static absl::StatusOr<std::unique_ptr<Store>> Open(
       const StoreOptions& options);
@@ -87,15 +94,15 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  // Commits what is queued, stops the writer and closes the database.
-  // No other call may be in progress or follow.
+  // Closes the database. No other call may be in progress or follow.
   ~Store();
 
   // Queues `writes` as one unit (committed all together or not at all, in
   // a transaction shared with other callers' units) and blocks until they
-  // are durable or failed. OK for no writes. ResourceExhausted at once when
-  // the queue cannot take them; Unavailable when the database cannot be
-  // written (disk full, read-only, I/O error): the writer keeps going, and a
+  // are durable or failed; the calling thread may run that transaction
+  // itself (see group commit above). OK for no writes. ResourceExhausted at
+  // once when the queue cannot take them; Unavailable when the database cannot
+  // be written (disk full, read-only, I/O error): the store keeps going, and a
   // later Write() succeeds once the database is writable again. Nothing
   // committed is ever lost.
   absl::Status Write(std::vector<StoreWrite> writes);
@@ -128,12 +135,12 @@ class Store {
   absl::StatusOr<std::vector<RestoredLane>> LoadRecentLanes(int64_t since_us);
 
   // Retention: deletes turns and breaks with request time < cutoff_us, then
-  // the tool lists no turn references, in small transactions so the writer
-  // is never held up long. Returns the rows deleted (turns, breaks and tool
+  // the tool lists no turn references, in small transactions so writes are
+  // never held up long. Returns the rows deleted (turns, breaks and tool
   // lists).
   absl::StatusOr<int64_t> DeleteOlderThan(int64_t cutoff_us);
 
-  // Records waiting for the writer.
+  // Records waiting for a commit.
   size_t queued_records() const;
   StoreStats stats() const;
 
@@ -143,19 +150,20 @@ class Store {
   absl::Status SetMaxPageCountForTesting(int64_t pages);
 
  private:
-  // One Write() call waiting for the writer.
+  // One Write() call waiting for its commit.
   struct PendingWrite;
 
   Store(const StoreOptions& options, std::unique_ptr<WriteConnection> writer,
         std::unique_ptr<ReadConnection> reader);
 
-  void WriterLoop();
-  // Takes the next batch off the queue, waiting for the first record and
-  // then up to max_batch_delay for more; empty when closing and drained.
-  std::vector<PendingWrite*> NextBatch();
-  // Commits a batch and answers its callers.
-  void CommitBatch(const std::vector<PendingWrite*>& batch);
-  bool QueueReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // Called by the leader (the write at the queue's front, no commit in
+  // flight): waits up to max_batch_delay for a full batch, then takes the
+  // batch off the queue and marks a commit in flight.
+  std::vector<PendingWrite*> TakeBatch()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // Commits a batch (without queue_mu_ held) and answers its callers.
+  void CommitBatch(const std::vector<PendingWrite*>& batch)
+      ABSL_LOCKS_EXCLUDED(queue_mu_);
   bool BatchFull() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
 
   const StoreOptions options_;
@@ -164,19 +172,19 @@ class Store {
   std::deque<PendingWrite*> queue_ ABSL_GUARDED_BY(queue_mu_);
   size_t queued_records_ ABSL_GUARDED_BY(queue_mu_) = 0;
   bool closing_ ABSL_GUARDED_BY(queue_mu_) = false;
+  // A leader has taken a batch and not yet answered it.
+  bool committing_ ABSL_GUARDED_BY(queue_mu_) = false;
   StoreStats stats_ ABSL_GUARDED_BY(queue_mu_);
-  // Batches the writer has finished, committed or failed.
+  // Batches finished, committed or failed.
   int64_t finished_batches_ ABSL_GUARDED_BY(queue_mu_) = 0;
 
-  // Held by the writer thread for each commit, and by retention batches;
-  // never together with queue_mu_.
+  // Held by the leader for each commit, and by retention batches; never
+  // together with queue_mu_.
   absl::Mutex writer_mu_;
   const std::unique_ptr<WriteConnection> writer_ ABSL_PT_GUARDED_BY(writer_mu_);
 
   absl::Mutex reader_mu_;
   const std::unique_ptr<ReadConnection> reader_ ABSL_PT_GUARDED_BY(reader_mu_);
-
-  std::thread writer_thread_;  // Started last, joined first.
 };
 
 }  // namespace cachewatch

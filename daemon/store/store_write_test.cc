@@ -7,8 +7,11 @@
 #include <chrono>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "daemon/store/store_test_util.h"
 
 namespace cachewatch::testing {
@@ -187,8 +190,14 @@ TEST_F(StoreTest, IdenticalToolListsAreStoredOnce) {
   EXPECT_EQ(QueryInt("SELECT count(DISTINCT tool_list_hash) FROM turns"), 2);
 }
 
-TEST_F(StoreTest, GroupCommitBatchesConcurrentWrites) {
-  std::unique_ptr<Store> store = OpenStore();
+// With the optional extra delay (--group-commit-us), concurrent writers wait
+// for each other and share commits. Without it, how many writes share a
+// commit depends on the scheduling; WritesQueuedDuringACommitShareTheNextOne
+// tests that case without a clock.
+TEST_F(StoreTest, GroupCommitDelayBatchesConcurrentWrites) {
+  StoreOptions options = Options();
+  options.max_batch_delay = std::chrono::milliseconds(2);
+  std::unique_ptr<Store> store = OpenStore(options);
   constexpr int kThreads = 8;
   constexpr int kWritesPerThread = 500;
   std::atomic<int> failures{0};
@@ -229,6 +238,53 @@ TEST_F(StoreTest, GroupCommitBatchesConcurrentWrites) {
       "(%.0f records/s), %lld commits\n",
       kWrites, 3 * kWrites, kThreads, seconds, 3 * kWrites / seconds,
       static_cast<long long>(stats.commits));
+}
+
+// Leader/follower group commit: a write with no commit in flight commits
+// alone; writes arriving while a commit is in flight are committed together
+// in the next transaction.
+TEST_F(StoreTest, WritesQueuedDuringACommitShareTheNextOne) {
+  absl::Mutex mu;
+  std::vector<size_t> batches;  // Guarded by mu.
+  absl::Notification first_commit_started;
+  absl::Notification release_first_commit;
+  StoreOptions options = Options();
+  options.before_commit = [&](size_t records) {
+    {
+      absl::MutexLock lock(&mu);
+      batches.push_back(records);
+    }
+    if (!first_commit_started.HasBeenNotified()) {
+      first_commit_started.Notify();
+      release_first_commit.WaitForNotification();
+    }
+  };
+  std::unique_ptr<Store> store = OpenStore(options);
+  const LaneKey key = Key();
+
+  std::thread leader([&] {
+    EXPECT_TRUE(store->Write({Classified(key, "first", v1::VERDICT_OK)}).ok());
+  });
+  first_commit_started.WaitForNotification();
+  constexpr int kFollowers = 3;
+  std::vector<std::thread> followers;
+  for (int i = 0; i < kFollowers; ++i) {
+    followers.emplace_back([&, i] {
+      EXPECT_TRUE(store
+                      ->Write({Classified(key, absl::StrCat("next", i),
+                                          v1::VERDICT_OK)})
+                      .ok());
+    });
+  }
+  while (store->queued_records() < kFollowers) std::this_thread::yield();
+  release_first_commit.Notify();
+  leader.join();
+  for (std::thread& follower : followers) follower.join();
+
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(batches, (std::vector<size_t>{1, kFollowers}));
+  EXPECT_EQ(store->stats().commits, 2);
+  EXPECT_EQ(CountRows("turns"), 1 + kFollowers);
 }
 
 TEST_F(StoreTest, FullQueueAnswersResourceExhausted) {
