@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: deps configure build test run bench format clean
+.PHONY: deps configure build test run bench fuzz format clean
 
 deps:
 	$(SUDO) bash scripts/install-deps.sh
@@ -24,6 +24,12 @@ run: build
 
 bench: configure
 	cmake --build $(BUILD) -j$(JOBS) --target bench_run
+
+# Builds the libFuzzer targets with clang in build-fuzz and runs each for
+# FUZZ_SECONDS (fuzz/README.md). Needs clang and libclang-rt-14-dev.
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	JOBS=$(JOBS) bash scripts/run-fuzzers.sh $(FUZZ_SECONDS)
 
 format:
 	git ls-files '*.cc' '*.h' | xargs clang-format -i

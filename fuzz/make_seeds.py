@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Writes the fuzzers' seed corpora, fuzz/corpus/<target>/.
+
+The seeds come from what the repository already holds, so that they are
+realistic and stay in step with the tests:
+  usage_normalizer     every {name, provider, R"(json)"} case of
+                       daemon/core/usage_normalizer_test.cc, as one byte of
+                       provider enum value followed by the JSON;
+  canonical_json       the "input" of every case of tests/vectors/
+                       canonical_json.json and canonical_json_errors.json;
+  snapshot_validation  Snapshot and Usage messages written below in text
+  usage_validation     format (the records of daemon/ingest/validation_test.cc
+                       and the provider usages above), encoded to the binary
+                       wire format with `protoc --encode`.
+
+Run from anywhere: python3 fuzz/make_seeds.py. It (over)writes its seed
+files and leaves other files in the corpus directories alone; it needs
+python3 and protoc (Debian: protobuf-compiler). The build never runs it;
+commit what it writes.
+"""
+
+import json
+import pathlib
+import re
+import subprocess
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "fuzz" / "corpus"
+
+PROVIDERS = {
+    "PROVIDER_UNSPECIFIED": 0,
+    "PROVIDER_ANTHROPIC": 1,
+    "PROVIDER_BEDROCK": 2,
+    "PROVIDER_OPENAI": 3,
+    "PROVIDER_GEMINI": 4,
+    "PROVIDER_DASHSCOPE": 5,
+    "PROVIDER_DEEPSEEK": 6,
+    "PROVIDER_KIMI": 7,
+}
+
+# kT0 of daemon/core/test_turns.h; the fuzzers' clock reads kT0 + 1 h.
+T0_SECONDS = 1_790_000_000
+
+
+def corpus_dir(target):
+    """The target's corpus directory. Files already there stay: the script
+    overwrites its own seeds and leaves those merged in from fuzzing runs."""
+    directory = CORPUS / target
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def usage_normalizer_cases():
+    """(name, provider value, json) of the normalizer's table-driven tests."""
+    source = (ROOT / "daemon/core/usage_normalizer_test.cc").read_text()
+    pattern = re.compile(
+        r'\{"(\w+)",\s*(?:v1::(PROVIDER_\w+)|static_cast<v1::Provider>\((\d+)\))'
+        r',\s*R"\((.*?)\)"', re.S)
+    cases = []
+    for name, enum_name, number, text in pattern.findall(source):
+        provider = PROVIDERS[enum_name] if enum_name else int(number)
+        cases.append((name, provider, text))
+    return cases
+
+
+def write_usage_normalizer(cases):
+    directory = corpus_dir("usage_normalizer")
+    for name, provider, text in cases:
+        (directory / name).write_bytes(bytes([provider]) + text.encode())
+    return len(cases)
+
+
+def write_canonical_json():
+    directory = corpus_dir("canonical_json")
+    seen = set()
+    for vectors, prefix in (("canonical_json.json", "vector_"),
+                            ("canonical_json_errors.json", "error_")):
+        for case in json.loads((ROOT / "tests/vectors" / vectors).read_text()):
+            data = case["input"].encode("utf-8", "surrogatepass")
+            if data not in seen:  # Two vectors share an input.
+                seen.add(data)
+                (directory / (prefix + case["name"])).write_bytes(data)
+    return len(seen)
+
+
+def encode(message, text):
+    return subprocess.run(
+        ["protoc", f"--encode=cachewatch.v1.{message}",
+         f"-I{ROOT / 'proto'}", "-I/usr/include",
+         "cachewatch/v1/snapshot.proto", "cachewatch/v1/usage.proto"],
+        input=text.encode(), capture_output=True, check=True).stdout
+
+
+def time_text(field, seconds):
+    return f"{field} {{ seconds: {seconds} }}"
+
+
+LANE = 'agent: "agent" session_id: "s1"'
+
+BASE_SNAPSHOT = f"""
+{LANE} request_id: "r1" {time_text("request_time", T0_SECONDS)}
+provider: PROVIDER_ANTHROPIC model: "claude-sonnet-4-5" system_hash: 42
+tools {{ name: "Read" schema_hash: 1 }}
+tools {{ name: "Write" schema_hash: 2 }}
+tools {{ name: "Bash" schema_hash: 3 }}
+cache_control {{ enabled: true }}
+"""
+
+SNAPSHOTS = {
+    # Accepted.
+    "base": BASE_SNAPSHOT,
+    "full": f"""
+{LANE} lane: "subagent-1" request_id: "r2"
+{time_text("request_time", T0_SECONDS + 30)}
+provider: PROVIDER_OPENAI model: "gpt-4o" system_hash: 7 options_hash: 9
+system_sections {{ name: "date" hash: 11 }}
+system_sections {{ name: "git_status" hash: 12 }}
+tools {{ name: "Read" schema_hash: 1 }}
+cache_control {{
+  enabled: true automatic: false ttl_seconds: 3600
+  breakpoints {{ segment: PROMPT_SEGMENT_TOOLS index: 0 }}
+  breakpoints {{ segment: PROMPT_SEGMENT_SYSTEM index: 1 ttl_seconds: 300 }}
+  breakpoints {{ segment: PROMPT_SEGMENT_MESSAGES index: 2 }}
+}}
+message_chain: [101, 102, 103]
+expected_drop: EXPECTED_DROP_COMPACTION
+tool_order_policy: TOOL_ORDER_POLICY_LEXICOGRAPHIC
+""",
+    # Rejected, one field each.
+    "no_agent": BASE_SNAPSHOT.replace('agent: "agent" ', ""),
+    "time_1999": BASE_SNAPSHOT.replace(str(T0_SECONDS), "915148800"),
+    "time_future": BASE_SNAPSHOT.replace(str(T0_SECONDS),
+                                         str(T0_SECONDS + 3 * 86400)),
+    "unknown_provider": BASE_SNAPSHOT.replace("PROVIDER_ANTHROPIC", "99"),
+    "empty_tool_name": BASE_SNAPSHOT.replace('"Write"', '""'),
+    "breakpoint_past_chain": BASE_SNAPSHOT.replace(
+        "cache_control { enabled: true }",
+        "message_chain: 1 cache_control { enabled: true breakpoints {"
+        " segment: PROMPT_SEGMENT_MESSAGES index: 5 } }"),
+    "unknown_expected_drop": BASE_SNAPSHOT + "expected_drop: 42",
+}
+
+# One realistic raw usage per provider, from the normalizer's tests.
+RAW_USAGES = {
+    "PROVIDER_ANTHROPIC": "anthropic_1h_write",
+    "PROVIDER_BEDROCK": "bedrock_cache_details",
+    "PROVIDER_OPENAI": "openai_responses_azure_cache_write",
+    "PROVIDER_GEMINI": "gemini_usage_metadata_with_thoughts",
+    "PROVIDER_DASHSCOPE": "dashscope_explicit_cache_creation",
+    "PROVIDER_DEEPSEEK": "deepseek_hit_and_miss",
+    "PROVIDER_KIMI": "kimi_top_level_cached_tokens",
+}
+
+BASE_USAGE_KEY = f"""
+{LANE} request_id: "r1" {time_text("response_time", T0_SECONDS + 1)}
+"""
+
+NORMALIZED = """
+normalized { uncached_input_tokens: 300 cache_read_tokens: 100
+             cache_write_tokens: 200 cache_write_5m_tokens: 150
+             cache_write_1h_tokens: 50 output_tokens: 100 }
+"""
+
+
+def text_string(value):
+    return json.dumps(value)  # A JSON string is a valid text-format string.
+
+
+def usages(cases):
+    by_name = {name: text for name, _, text in cases}
+    result = {
+        # Accepted.
+        "normalized": BASE_USAGE_KEY + "provider: PROVIDER_ANTHROPIC"
+                      ' model: "claude-sonnet-4-5"' + NORMALIZED +
+                      'provider_diagnostics { cache_miss_reason:'
+                      ' "tools_changed" cache_missed_input_tokens: 2048 }',
+        # Rejected, one field each.
+        "no_request_id": BASE_USAGE_KEY.replace('request_id: "r1" ', "") +
+                         "provider: PROVIDER_ANTHROPIC" + NORMALIZED,
+        "no_response_time": f'{LANE} request_id: "r1"'
+                            " provider: PROVIDER_ANTHROPIC" + NORMALIZED,
+        "no_counts": BASE_USAGE_KEY + "provider: PROVIDER_ANTHROPIC",
+        "negative_normalized": BASE_USAGE_KEY + "provider: PROVIDER_ANTHROPIC"
+                               " normalized { cache_read_tokens: -5 }",
+        "malformed_raw": BASE_USAGE_KEY + "provider: PROVIDER_ANTHROPIC"
+                         ' raw_usage_json: "{\\"input_tokens\\": 12,"',
+    }
+    for provider, case in RAW_USAGES.items():
+        result["raw_" + case] = (
+            BASE_USAGE_KEY + f"provider: {provider}"
+            f" raw_usage_json: {text_string(by_name[case])}")
+    return result
+
+
+def write_protos(target, message, records, prefix):
+    directory = corpus_dir(target)
+    for name, text in records.items():
+        (directory / f"{prefix}_{name}").write_bytes(encode(message, text))
+    return len(records)
+
+
+def main():
+    cases = usage_normalizer_cases()
+    counts = {
+        "usage_normalizer": write_usage_normalizer(cases),
+        "canonical_json": write_canonical_json(),
+        "snapshot_validation": write_protos(
+            "snapshot_validation", "Snapshot", SNAPSHOTS, "snapshot"),
+        "usage_validation": write_protos(
+            "usage_validation", "Usage", usages(cases), "usage"),
+    }
+    for target, count in counts.items():
+        print(f"fuzz/corpus/{target}: {count} seeds")
+
+
+if __name__ == "__main__":
+    main()
