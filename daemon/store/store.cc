@@ -19,7 +19,7 @@ constexpr int kRetentionBatchRows = 1000;
 
 struct Store::PendingWrite {
   std::vector<StoreWrite> writes;
-  absl::Time enqueued;
+  std::chrono::steady_clock::time_point enqueued;
   absl::Status status;  // Set by the writer together with `done`.
   bool done = false;
 };
@@ -50,8 +50,9 @@ Store::Store(const StoreOptions& options,
       reader_(std::move(reader)) {}
 
 Store::~Store() {
-  absl::MutexLock lock(&queue_mu_);
+  std::lock_guard<std::mutex> lock(queue_mu_);
   closing_ = true;
+  queue_changed_.notify_all();
 }
 
 absl::Status Store::Write(std::vector<StoreWrite> writes) {
@@ -61,7 +62,7 @@ absl::Status Store::Write(std::vector<StoreWrite> writes) {
   pending.writes = std::move(writes);
   std::vector<PendingWrite*> batch;
   {
-    absl::MutexLock lock(&queue_mu_);
+    std::unique_lock<std::mutex> lock(queue_mu_);
     if (closing_) return absl::UnavailableError("store is closing");
     if (queued_records_ + records > options_.max_queued_records) {
       stats_.rejected_records += static_cast<int64_t>(records);
@@ -69,18 +70,17 @@ absl::Status Store::Write(std::vector<StoreWrite> writes) {
           "store queue full: ", queued_records_, " records waiting, limit ",
           options_.max_queued_records));
     }
-    pending.enqueued = absl::Now();
+    pending.enqueued = std::chrono::steady_clock::now();
     queue_.push_back(&pending);
     queued_records_ += records;
+    queue_changed_.notify_all();  // A leader may be waiting for a full batch.
     // Either a leader commits this write, or this write becomes the leader:
     // it is at the front of the queue and no commit is in flight.
-    const auto done_or_leader = [this, &pending] {
-      queue_mu_.AssertReaderHeld();
+    queue_changed_.wait(lock, [this, &pending] {
       return pending.done || (!committing_ && queue_.front() == &pending);
-    };
-    queue_mu_.Await(absl::Condition(&done_or_leader));
+    });
     if (pending.done) return pending.status;
-    batch = TakeBatch();
+    batch = TakeBatch(lock);
   }
   CommitBatch(batch);
   return pending.status;
@@ -91,12 +91,13 @@ bool Store::BatchFull() const {
                                                  options_.max_queued_records);
 }
 
-std::vector<Store::PendingWrite*> Store::TakeBatch() {
+std::vector<Store::PendingWrite*> Store::TakeBatch(
+    std::unique_lock<std::mutex>& lock) {
   committing_ = true;
   if (options_.max_batch_delay.count() > 0) {
-    queue_mu_.AwaitWithDeadline(
-        absl::Condition(this, &Store::BatchFull),
-        queue_.front()->enqueued + absl::FromChrono(options_.max_batch_delay));
+    queue_changed_.wait_until(
+        lock, queue_.front()->enqueued + options_.max_batch_delay,
+        [this] { return BatchFull(); });
   }
   std::vector<PendingWrite*> batch;
   size_t records = 0;
@@ -125,12 +126,12 @@ void Store::CommitBatch(const std::vector<PendingWrite*>& batch) {
   const absl::Time start = absl::Now();
   absl::Status status;
   {
-    absl::MutexLock lock(&writer_mu_);
+    std::lock_guard<std::mutex> lock(writer_mu_);
     status = writer_->Commit(units, absl::ToUnixMicros(start));
   }
   const absl::Duration duration = absl::Now() - start;
 
-  absl::MutexLock lock(&queue_mu_);
+  std::lock_guard<std::mutex> lock(queue_mu_);
   if (status.ok()) {
     ++stats_.commits;
     stats_.committed_records += records;
@@ -149,35 +150,36 @@ void Store::CommitBatch(const std::vector<PendingWrite*>& batch) {
     pending->done = true;
   }
   committing_ = false;
+  queue_changed_.notify_all();
 }
 
 absl::StatusOr<v1::ListBreaksResponse> Store::ListBreaks(
     const v1::ListBreaksRequest& request) {
-  absl::MutexLock lock(&reader_mu_);
+  std::lock_guard<std::mutex> lock(reader_mu_);
   return reader_->ListBreaks(request);
 }
 
 absl::StatusOr<v1::ExplainBreakResponse> Store::ExplainBreak(
     const std::string& break_id) {
-  absl::MutexLock lock(&reader_mu_);
+  std::lock_guard<std::mutex> lock(reader_mu_);
   return reader_->ExplainBreak(break_id);
 }
 
 absl::StatusOr<v1::GetLaneTimelineResponse> Store::LaneTimeline(
     const LaneKey& key, int limit) {
-  absl::MutexLock lock(&reader_mu_);
+  std::lock_guard<std::mutex> lock(reader_mu_);
   return reader_->LaneTimeline(key, limit);
 }
 
 absl::StatusOr<std::optional<v1::TurnClassification>> Store::FindClassification(
     const LaneKey& key, const std::string& request_id) {
-  absl::MutexLock lock(&reader_mu_);
+  std::lock_guard<std::mutex> lock(reader_mu_);
   return reader_->FindClassification(key, request_id);
 }
 
 absl::StatusOr<std::vector<RestoredLane>> Store::LoadRecentLanes(
     int64_t since_us) {
-  absl::MutexLock lock(&reader_mu_);
+  std::lock_guard<std::mutex> lock(reader_mu_);
   return reader_->LoadRecentLanes(since_us);
 }
 
@@ -186,37 +188,35 @@ absl::StatusOr<int64_t> Store::DeleteOlderThan(int64_t cutoff_us) {
   while (true) {
     absl::StatusOr<int64_t> deleted;
     {
-      absl::MutexLock lock(&writer_mu_);
+      std::lock_guard<std::mutex> lock(writer_mu_);
       deleted = writer_->DeleteOlderBatch(cutoff_us, kRetentionBatchRows);
     }
     if (!deleted.ok()) return deleted.status();
     if (*deleted == 0) return total;
     total += *deleted;
     // Let queued writes go first: wait for a batch to finish.
-    absl::MutexLock lock(&queue_mu_);
+    std::unique_lock<std::mutex> lock(queue_mu_);
     const int64_t finished = finished_batches_;
-    const auto writer_caught_up = [this, finished] {
-      queue_mu_.AssertReaderHeld();
+    queue_changed_.wait(lock, [this, finished] {
       return queue_.empty() || closing_ || finished_batches_ != finished;
-    };
-    queue_mu_.Await(absl::Condition(&writer_caught_up));
+    });
   }
 }
 
 size_t Store::queued_records() const {
-  absl::MutexLock lock(&queue_mu_);
+  std::lock_guard<std::mutex> lock(queue_mu_);
   return queued_records_;
 }
 
 StoreStats Store::stats() const {
-  absl::MutexLock lock(&queue_mu_);
+  std::lock_guard<std::mutex> lock(queue_mu_);
   StoreStats stats = stats_;
   stats.queued_records = queued_records_;
   return stats;
 }
 
 absl::Status Store::SetMaxPageCountForTesting(int64_t pages) {
-  absl::MutexLock lock(&writer_mu_);
+  std::lock_guard<std::mutex> lock(writer_mu_);
   return writer_->SetMaxPageCount(pages);
 }
 
