@@ -133,9 +133,11 @@ void CopyNames(const Names& names,
 }
 
 // Structural reasons, in prompt-prefix order.
-void AddStructuralReasons(const v1::Snapshot& before, const v1::Snapshot& after,
+void AddStructuralReasons(const Turn& previous, const Turn& current,
                           const ProviderTraits& traits,
                           v1::PromptCacheBreak& event) {
+  const v1::Snapshot& before = *previous.snapshot;
+  const v1::Snapshot& after = *current.snapshot;
   if (before.model() != after.model()) {
     AddReason(v1::REASON_MODEL_CHANGED, event);
   }
@@ -145,7 +147,7 @@ void AddStructuralReasons(const v1::Snapshot& before, const v1::Snapshot& after,
   if (before.options_hash() != after.options_hash()) {
     AddReason(v1::REASON_REQUEST_OPTIONS_CHANGED, event);
   }
-  const ToolDiff tools = DiffTools(before.tools(), after.tools());
+  const ToolDiff tools = DiffTools(ToolsOf(previous), ToolsOf(current));
   if (!tools.reordered.empty())
     AddReason(v1::REASON_TOOLS_ORDER_CHANGED, event);
   if (!tools.schema_changed.empty()) {
@@ -330,7 +332,7 @@ v1::TurnClassification Classify(const LaneKey& key, const Turn* previous,
     AddReason(v1::REASON_UNKNOWN, event);
     event.set_evidence(v1::EVIDENCE_UNKNOWN);
   } else {
-    AddStructuralReasons(*previous->snapshot, *current.snapshot, traits, event);
+    AddStructuralReasons(*previous, current, traits, event);
     if (event.reasons_size() > 0) {
       event.set_evidence(v1::EVIDENCE_CLIENT_EXPLAINED);
     } else {

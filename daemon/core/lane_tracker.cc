@@ -10,6 +10,26 @@ namespace {
 
 using google::protobuf::util::TimeUtil;
 
+// What the classifier reads of a previous turn's snapshot: everything but
+// the lane key, request id and time (the Turn and the lane hold those) and
+// the tools (shared, see Baseline).
+std::shared_ptr<const v1::Snapshot> BaselineSnapshot(
+    const v1::Snapshot& snapshot) {
+  auto baseline = std::make_shared<v1::Snapshot>();
+  baseline->set_provider(snapshot.provider());
+  baseline->set_model(snapshot.model());
+  baseline->set_system_hash(snapshot.system_hash());
+  *baseline->mutable_system_sections() = snapshot.system_sections();
+  if (snapshot.has_cache_control()) {
+    *baseline->mutable_cache_control() = snapshot.cache_control();
+  }
+  baseline->set_options_hash(snapshot.options_hash());
+  *baseline->mutable_message_chain() = snapshot.message_chain();
+  baseline->set_expected_drop(snapshot.expected_drop());
+  baseline->set_tool_order_policy(snapshot.tool_order_policy());
+  return baseline;
+}
+
 }  // namespace
 
 LaneTracker::LaneTracker(TrackerOptions tracker_options,
@@ -21,10 +41,10 @@ LaneTracker::Lane& LaneTracker::Touch(const LaneKey& key, int64_t now_us) {
   auto it = lanes_.find(key);
   if (it == lanes_.end()) {
     if (lanes_.size() >= options_.max_lanes && !lru_.empty()) {
-      Forget(lanes_.find(lru_.back()));
+      Forget(lanes_.find(*lru_.back()));
     }
-    lru_.push_front(key);
     it = lanes_.emplace(key, Lane{}).first;
+    lru_.push_front(&it->first);
     it->second.lru_position = lru_.begin();
   } else {
     lru_.splice(lru_.begin(), lru_, it->second.lru_position);
@@ -70,9 +90,24 @@ void LaneTracker::Drain(const LaneKey& key, Lane& lane,
     if (lane.recent.size() > options_.remembered_request_ids) {
       lane.recent.erase(lane.recent.begin());
     }
-    lane.last = turn;
+    lane.last = Baseline(turn);
     classified.push_back({key, std::move(turn), std::move(classification)});
   }
+}
+
+Turn LaneTracker::Baseline(const Turn& turn) {
+  Turn baseline;
+  baseline.request_id = turn.request_id;
+  baseline.usage = turn.usage;
+  baseline.provider_diagnostics = turn.provider_diagnostics;
+  baseline.provider = turn.provider;
+  baseline.model = turn.model;
+  baseline.request_time_us = turn.request_time_us;
+  if (turn.snapshot != nullptr) {
+    baseline.tools = tool_lists_.Intern(ToolsOf(turn));
+    baseline.snapshot = BaselineSnapshot(*turn.snapshot);
+  }
+  return baseline;
 }
 
 void LaneTracker::DropOldestUnpaired(Lane& lane) {
@@ -188,19 +223,20 @@ std::vector<ClassifiedTurn> LaneTracker::Expire(int64_t now_us) {
     if (lane.pending.size() != before) Drain(key, lane, classified);
   }
   while (!lru_.empty()) {
-    auto it = lanes_.find(lru_.back());
+    auto it = lanes_.find(*lru_.back());
     if (now_us - it->second.last_active_us < options_.idle_lane_timeout_us) {
       break;
     }
     Forget(it);
   }
+  tool_lists_.Sweep();
   return classified;
 }
 
 void LaneTracker::Restore(const LaneKey& key, Turn last_turn,
                           uint32_t observed_ttl_seconds, int64_t now_us) {
   Lane& lane = Touch(key, now_us);
-  lane.last = std::move(last_turn);
+  lane.last = Baseline(last_turn);
   lane.context.observed_ttl_seconds = observed_ttl_seconds;
 }
 

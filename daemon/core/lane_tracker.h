@@ -9,6 +9,11 @@
 // first). The daemon's clock (`now_us`) is used only for those expiries;
 // classification uses the client's timestamps.
 //
+// An idle lane keeps only its baseline (what the classifier compares the
+// next turn with, without the fields its key already holds), the ids of its
+// recent turns and its tool list, which is shared with every other lane of
+// the tracker that sent the same list (ToolListInterner).
+//
 // Not thread-safe: callers serialize access (the daemon shards lanes over
 // several trackers, each behind its own mutex).
 #ifndef CACHEWATCH_DAEMON_CORE_LANE_TRACKER_H_
@@ -29,6 +34,7 @@
 #include "cachewatch/v1/snapshot.pb.h"
 #include "cachewatch/v1/usage.pb.h"
 #include "daemon/core/classifier.h"
+#include "daemon/core/tool_list_interner.h"
 #include "daemon/core/turn.h"
 
 namespace cachewatch {
@@ -110,13 +116,14 @@ class LaneTracker {
   using PendingKey = std::pair<int64_t, std::string>;  // (time, request id)
 
   struct Lane {
-    std::optional<Turn> last;  // The baseline: last classified turn.
+    // The baseline: the last classified turn, as Baseline() keeps it.
+    std::optional<Turn> last;
     LaneContext context;
     std::map<PendingKey, PendingTurn> pending;
     // (request id, classification), oldest first.
     std::vector<std::pair<std::string, v1::TurnClassification>> recent;
     int64_t last_active_us = 0;
-    std::list<LaneKey>::iterator lru_position;
+    std::list<const LaneKey*>::iterator lru_position;
   };
 
   Lane& Touch(const LaneKey& key, int64_t now_us);
@@ -129,11 +136,16 @@ class LaneTracker {
   void Drain(const LaneKey& key, Lane& lane,
              std::vector<ClassifiedTurn>& classified);
   void DropOldestUnpaired(Lane& lane);
+  // `turn` as a lane keeps it for the next classification: its snapshot
+  // reduced to what the classifier reads, its tools interned.
+  Turn Baseline(const Turn& turn);
 
   const TrackerOptions options_;
   const ClassifierOptions classifier_options_;
   std::unordered_map<LaneKey, Lane, LaneKeyHash> lanes_;
-  std::list<LaneKey> lru_;  // Most recently used first.
+  // The keys of lanes_ (which never move), most recently used first.
+  std::list<const LaneKey*> lru_;
+  ToolListInterner tool_lists_;
 };
 
 }  // namespace cachewatch

@@ -17,6 +17,11 @@ size_t LaneKeyHash::operator()(const LaneKey& key) const {
   return XXH3_64bits(joined.data(), joined.size());
 }
 
+const google::protobuf::RepeatedPtrField<v1::ToolRef>& ToolsOf(
+    const Turn& turn) {
+  return turn.tools != nullptr ? *turn.tools : turn.snapshot->tools();
+}
+
 std::string BreakIdFor(const LaneKey& key, std::string_view request_id) {
   const std::string joined =
       absl::StrCat(key.agent, "\x1f", key.session_id, "\x1f", key.lane, "\x1f",

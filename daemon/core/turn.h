@@ -42,7 +42,11 @@ LaneKey LaneKeyOf(const Record& record) {
 struct Turn {
   std::string request_id;
   std::shared_ptr<const v1::Snapshot> snapshot;  // Null when never received.
-  std::optional<v1::NormalizedUsage> usage;      // Empty until received.
+  // The snapshot's tools when `snapshot` holds none of its own: a lane's
+  // baseline keeps its tools in a list shared by every lane that sent the
+  // same one (LaneTracker). Null: the tools are the snapshot's.
+  std::shared_ptr<const google::protobuf::RepeatedPtrField<v1::ToolRef>> tools;
+  std::optional<v1::NormalizedUsage> usage;  // Empty until received.
   std::optional<v1::ProviderCacheDiagnostics> provider_diagnostics;
   v1::Provider provider = v1::PROVIDER_UNSPECIFIED;
   std::string model;
@@ -50,6 +54,11 @@ struct Turn {
   // snapshot's request time, else the usage's response time.
   int64_t request_time_us = 0;
 };
+
+// The tools of a turn's snapshot, which must not be null: `tools` when set,
+// else the snapshot's own.
+const google::protobuf::RepeatedPtrField<v1::ToolRef>& ToolsOf(
+    const Turn& turn);
 
 // The hex break id of a turn: XXH3-64 of the lane key and request id.
 std::string BreakIdFor(const LaneKey& key, std::string_view request_id);
