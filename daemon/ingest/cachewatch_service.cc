@@ -135,9 +135,9 @@ grpc::Status CacheWatchService::Record(
     ProcessedRecord record =
         !admitted.ok() ? pipeline_->Reject(request.has_usage(), admitted)
         : request.has_snapshot()
-            ? pipeline_->ProcessSnapshot(request.snapshot())
+            ? pipeline_->ProcessSnapshot(std::move(*request.mutable_snapshot()))
         : request.has_usage()
-            ? pipeline_->ProcessUsage(request.usage())
+            ? pipeline_->ProcessUsage(std::move(*request.mutable_usage()))
             : pipeline_->Reject(false, absl::InvalidArgumentError(
                                            "record: one of snapshot or "
                                            "usage is required"));

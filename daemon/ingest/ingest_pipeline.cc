@@ -80,7 +80,7 @@ ProcessedRecord IngestPipeline::Reject(bool is_usage, absl::Status status) {
   return record;
 }
 
-ProcessedRecord IngestPipeline::ProcessSnapshot(const v1::Snapshot& snapshot) {
+ProcessedRecord IngestPipeline::ProcessSnapshot(v1::Snapshot snapshot) {
   ProcessedRecord record;
   record.request_id = snapshot.request_id();
   const int64_t now = clock_->NowMicros();
@@ -89,8 +89,8 @@ ProcessedRecord IngestPipeline::ProcessSnapshot(const v1::Snapshot& snapshot) {
     RecordOutcome(record);
     return record;
   }
-  auto shared = std::make_shared<const v1::Snapshot>(snapshot);
   const LaneKey key = LaneKeyOf(snapshot);
+  auto shared = std::make_shared<const v1::Snapshot>(std::move(snapshot));
   SnapshotResult result;
   {
     Shard& shard = ShardFor(key);
@@ -106,7 +106,7 @@ ProcessedRecord IngestPipeline::ProcessSnapshot(const v1::Snapshot& snapshot) {
   return record;
 }
 
-ProcessedRecord IngestPipeline::ProcessUsage(const v1::Usage& usage) {
+ProcessedRecord IngestPipeline::ProcessUsage(v1::Usage usage) {
   ProcessedRecord record;
   record.is_usage = true;
   record.request_id = usage.request_id();
@@ -127,12 +127,13 @@ ProcessedRecord IngestPipeline::ProcessUsage(const v1::Usage& usage) {
   }
   record.duplicate = result.outcome == RecordOutcome::kDuplicate;
   record.classification = result.classification;
-  record.writes.push_back(UsageWrite{key, usage, *std::move(normalized)});
   if (record.duplicate &&
       result.classification.verdict() != v1::VERDICT_PENDING) {
     record.writes.push_back(
         ClassificationWrite{key, usage.request_id(), result.classification});
   }
+  record.writes.push_back(
+      UsageWrite{key, std::move(usage), *std::move(normalized)});
   AddClassifications(result.classified, record.writes);
   record.classified = std::move(result.classified);
   return record;

@@ -67,11 +67,13 @@ class IngestPipeline {
   // Returns the number of lanes restored.
   absl::StatusOr<size_t> RestoreLanes();
 
-  ProcessedRecord ProcessSnapshot(const v1::Snapshot& snapshot);
+  // Process a record the caller gives up: a stream moves it out of the
+  // request it read (no copy), a unary call copies it.
+  ProcessedRecord ProcessSnapshot(v1::Snapshot snapshot);
   // A record refused before it could be parsed into a snapshot or usage
   // (e.g. a request without one); counted like any rejected record.
   ProcessedRecord Reject(bool is_usage, absl::Status status);
-  ProcessedRecord ProcessUsage(const v1::Usage& usage);
+  ProcessedRecord ProcessUsage(v1::Usage usage);
   // Makes every OK record durable in one store write; on success exports
   // their classifications. On failure sets each OK record's status to the
   // store's error (RESOURCE_EXHAUSTED or UNAVAILABLE).
