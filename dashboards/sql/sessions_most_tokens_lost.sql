@@ -40,21 +40,25 @@ per_session AS (
   LIMIT COALESCE(:limit, 20)
 ),
 per_reason AS (
-  SELECT agent, session_id, primary_reason,
-         SUM(missed_tokens) AS tokens_lost,
-         ROW_NUMBER() OVER (PARTITION BY agent, session_id
-                            ORDER BY SUM(missed_tokens) DESC,
-                                     primary_reason) AS reason_rank
-  FROM windowed
-  GROUP BY agent, session_id, primary_reason
+  -- Only for the sessions listed, not for every session in the window.
+  SELECT w.agent, w.session_id, w.primary_reason,
+         SUM(w.missed_tokens) AS tokens_lost,
+         ROW_NUMBER() OVER (PARTITION BY w.agent, w.session_id
+                            ORDER BY SUM(w.missed_tokens) DESC,
+                                     w.primary_reason) AS reason_rank
+  FROM per_session s
+  CROSS JOIN windowed w ON w.agent = s.agent AND w.session_id = s.session_id
+  GROUP BY w.agent, w.session_id, w.primary_reason
 ),
 session_turns AS (
   SELECT t.agent, t.session_id,
          COUNT(*) AS turns,
          SUM(t.cache_read_tokens) AS read_tokens,
          SUM(t.prompt_total_tokens) AS prompt_tokens
-  FROM turns t
-  JOIN per_session s ON s.agent = t.agent AND s.session_id = t.session_id
+  -- per_session first (CROSS JOIN fixes the order): its few sessions are
+  -- each looked up in turns_by_lane_time instead of every turn being scanned.
+  FROM per_session s
+  CROSS JOIN turns t ON t.agent = s.agent AND t.session_id = s.session_id
   WHERE t.verdict IS NOT NULL AND t.verdict <> 'pending'
     AND t.request_time_us >= COALESCE(
           :since_us, CAST(strftime('%s', 'now', '-1 day') AS INTEGER) * 1000000)
