@@ -1,5 +1,6 @@
 #include "cachewatch/client/snapshot_builder.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -47,7 +48,6 @@ absl::Status CheckRequest(const SnapshotBuilderOptions& options,
            CheckText("lane", options.lane, false),
            CheckText("request_id", request.request_id, true),
            CheckText("model", request.model, true),
-           CheckText("system_prompt", request.system_prompt, false),
        }) {
     if (!s.ok()) return s;
   }
@@ -87,12 +87,39 @@ void SetTimestamp(std::chrono::system_clock::time_point time,
 SnapshotBuilder::SnapshotBuilder(SnapshotBuilderOptions options)
     : options_(std::move(options)) {}
 
+absl::StatusOr<std::vector<size_t>> SnapshotBuilder::Order(
+    absl::Span<const Tool> tools, std::vector<OrderKey>* keys) const {
+  const auto same_key = [](const OrderKey& key, const Tool& tool) {
+    return key.name == tool.name && key.display_name == tool.display_name &&
+           key.should_defer == tool.should_defer &&
+           key.always_load == tool.always_load && key.revealed == tool.revealed;
+  };
+  if (std::equal(order_keys_.begin(), order_keys_.end(), tools.begin(),
+                 tools.end(), same_key)) {
+    return order_;
+  }
+  keys->reserve(tools.size());
+  for (const Tool& tool : tools) {
+    keys->push_back({tool.name, tool.display_name, tool.should_defer,
+                     tool.always_load, tool.revealed});
+  }
+  return options_.tool_order.Apply(tools);
+}
+
 absl::StatusOr<v1::Snapshot> SnapshotBuilder::Build(
     const ModelRequest& request) {
   if (absl::Status s = CheckRequest(options_, request); !s.ok()) return s;
 
-  absl::StatusOr<std::vector<size_t>> order =
-      options_.tool_order.Apply(request.tools);
+  const uint64_t system_hash = HashBytes(request.system_prompt);
+  if (system_hash != system_hash_) {
+    if (absl::Status s =
+            CheckText("system_prompt", request.system_prompt, false);
+        !s.ok()) {
+      return s;
+    }
+  }
+  std::vector<OrderKey> order_keys;
+  absl::StatusOr<std::vector<size_t>> order = Order(request.tools, &order_keys);
   if (!order.ok()) return order.status();
   v1::Snapshot snapshot;
   absl::flat_hash_map<uint64_t, uint64_t> schema_hashes;
@@ -137,6 +164,11 @@ absl::StatusOr<v1::Snapshot> SnapshotBuilder::Build(
   if (!reused.ok()) return reused.status();
 
   schema_hashes_ = std::move(schema_hashes);
+  if (!order_keys.empty() || request.tools.empty()) {
+    order_keys_ = std::move(order_keys);
+    order_ = *order;
+  }
+  system_hash_ = system_hash;
   stats_.tool_definitions_canonicalized += canonicalized;
   stats_.message_blocks_canonicalized +=
       request.message_blocks.size() - *reused;
@@ -149,7 +181,7 @@ absl::StatusOr<v1::Snapshot> SnapshotBuilder::Build(
                snapshot.mutable_request_time());
   snapshot.set_provider(request.provider);
   snapshot.set_model(std::string(request.model));
-  snapshot.set_system_hash(HashBytes(request.system_prompt));
+  snapshot.set_system_hash(system_hash);
   for (const SystemSectionText& section : request.system_sections) {
     v1::SystemSection* out = snapshot.add_system_sections();
     out->set_name(std::string(section.name));

@@ -196,6 +196,42 @@ TEST(SnapshotBuilderTest, DeferredToolJoinsWhenRevealed) {
   EXPECT_EQ(snapshot->tools(0).schema_hash(), *HashJson(tools[4].definition));
 }
 
+// The order is reused while the tools' names and flags stay the same, and
+// recomputed as soon as one changes.
+TEST(SnapshotBuilderTest, ReordersOnlyWhenTheToolsChange) {
+  SnapshotBuilder builder(Options());
+  std::vector<Tool> tools = {MakeTool("zeta"), MakeTool("alpha"),
+                             MakeTool("mu")};
+  absl::StatusOr<v1::Snapshot> first = builder.Build(Request(tools));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(ToolNames(*first),
+            (std::vector<std::string>{"alpha", "mu", "zeta"}));
+  absl::StatusOr<v1::Snapshot> same = builder.Build(Request(tools));
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(ToolNames(*same), ToolNames(*first));
+
+  tools[1] = MakeTool("omega");
+  absl::StatusOr<v1::Snapshot> renamed = builder.Build(Request(tools));
+  ASSERT_TRUE(renamed.ok()) << renamed.status();
+  EXPECT_EQ(ToolNames(*renamed),
+            (std::vector<std::string>{"mu", "omega", "zeta"}));
+
+  tools[0].should_defer = true;  // Now hidden.
+  absl::StatusOr<v1::Snapshot> deferred = builder.Build(Request(tools));
+  ASSERT_TRUE(deferred.ok()) << deferred.status();
+  EXPECT_EQ(ToolNames(*deferred), (std::vector<std::string>{"mu", "omega"}));
+}
+
+// A system prompt is validated whenever it differs from the last valid one.
+TEST(SnapshotBuilderTest, ValidatesEveryNewSystemPrompt) {
+  SnapshotBuilder builder(Options());
+  ModelRequest request = Request();
+  ASSERT_TRUE(builder.Build(request).ok());
+  request.system_prompt = "bad \xff byte";
+  ExpectInvalid(builder.Build(request).status(), "system_prompt");
+  ExpectInvalid(builder.Build(request).status(), "system_prompt");
+}
+
 TEST(SnapshotBuilderTest, MemoizesSchemaHashes) {
   std::vector<Tool> tools = McpTools();
   SnapshotBuilder builder(Options());

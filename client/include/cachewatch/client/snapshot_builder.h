@@ -19,7 +19,10 @@
 // The builder remembers across turns what it has hashed: a tool definition
 // whose text is unchanged costs one XXH3 pass instead of a canonicalization,
 // and so does each message block already seen; a history that grew by N
-// blocks canonicalizes and chains only those N (message_chain.h). The tools are
+// blocks canonicalizes and chains only those N (message_chain.h). Tools with
+// the same names (and deferral flags) as on the last turn keep the last
+// turn's order without sorting again, and a system prompt with the same
+// XXH3 as the last turn's is not validated again. The tools are
 // ordered by the builder's ToolOrder; send them to the provider in the same
 // order (ToolOrder::Apply gives it).
 //
@@ -39,6 +42,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -120,7 +124,28 @@ class SnapshotBuilder {
   const Stats& stats() const { return stats_; }
 
  private:
+  // What of a tool decides its place in the order.
+  struct OrderKey {
+    std::string name;
+    std::string display_name;
+    bool should_defer;
+    bool always_load;
+    bool revealed;
+    bool operator==(const OrderKey&) const = default;
+  };
+
+  // The order of `tools`: the last successful Build's when the tools' order
+  // keys are unchanged, else ToolOrder::Apply's. Sets *keys to the keys of
+  // `tools` when it had to order them afresh.
+  absl::StatusOr<std::vector<size_t>> Order(absl::Span<const Tool> tools,
+                                            std::vector<OrderKey>* keys) const;
+
   SnapshotBuilderOptions options_;
+  // The order keys of the last successful Build's tools, and their order.
+  std::vector<OrderKey> order_keys_;
+  std::vector<size_t> order_;
+  // XXH3-64 of the last successful Build's (valid) system prompt.
+  std::optional<uint64_t> system_hash_;
   // XXH3-64 of a tool definition's text → its schema hash, for the tools of
   // the last successful Build.
   absl::flat_hash_map<uint64_t, uint64_t> schema_hashes_;
