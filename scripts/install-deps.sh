@@ -10,6 +10,7 @@ packages=(
   prometheus-cpp-dev libcurl4-openssl-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev
   prometheus curl openssl clang-format python3 nodejs
 )
 

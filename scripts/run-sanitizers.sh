@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs the tests under sanitizers, as CI does (docs/OPERATIONS.md, "How the
+# guarantees are tested"):
+#   asan  every CTest test, with the whole tree built with
+#         -fsanitize=address,undefined in build-asan (leaks included);
+#         the million-lanes test runs 100,000 lanes there (its RSS figure
+#         means nothing under ASan's shadow memory).
+#   tsan  the concurrent parts: lane trackers and ingest pipeline
+#         (ingest_test), store (store_test), reporter (reporter_test),
+#         built with -fsanitize=thread in build-tsan.
+# Any sanitizer report fails the run. Debian's libraries (gRPC, protobuf,
+# abseil, SQLite) are not instrumented; scripts/sanitizers/*.supp lists the
+# reports that come from inside them.
+#
+# Usage: scripts/run-sanitizers.sh [asan|tsan|all]   (default: all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+SUPP="$PWD/scripts/sanitizers"
+which=${1:-all}
+
+configure() {  # configure <dir> <sanitizers> [cmake args...]
+  local dir=$1 sanitize=$2
+  shift 2
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCACHEWATCH_BUILD_BENCH=OFF -DCACHEWATCH_SANITIZE="$sanitize" "$@" \
+    >/dev/null
+}
+
+run_asan() {
+  configure build-asan address,undefined
+  cmake --build build-asan -j"$JOBS"
+  ASAN_OPTIONS="detect_leaks=1:detect_stack_use_after_return=0" \
+  LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0" \
+  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  CACHEWATCH_TEST_LANES=100000 \
+    ctest --test-dir build-asan --output-on-failure -j"$JOBS"
+}
+
+run_tsan() {
+  configure build-tsan thread
+  local tests=(daemon/ingest/ingest_test daemon/store/store_test
+    client/reporter_test)
+  cmake --build build-tsan -j"$JOBS" --target "${tests[@]##*/}"
+  for test in "${tests[@]}"; do
+    echo "== tsan: $test"
+    TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
+      "build-tsan/$test"
+  done
+}
+
+case "$which" in
+  asan) run_asan ;;
+  tsan) run_tsan ;;
+  all) run_asan && run_tsan ;;
+  *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;;
+esac
