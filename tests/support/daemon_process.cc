@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -162,6 +163,16 @@ double MetricValue(const std::string& metrics_text,
       all = all && line.find(fragment) != std::string::npos;
     }
     if (all) return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+int64_t ProcessStatusKiB(pid_t pid, const std::string& field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with(field + ":")) {
+      return std::stoll(line.substr(field.size() + 1));
+    }
   }
   return -1;
 }

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,6 +45,7 @@ class DaemonProcess {
   // SIGKILL and wait.
   void Kill();
 
+  pid_t pid() const { return pid_; }
   const std::string& grpc_address() const { return grpc_address_; }
   const std::string& metrics_address() const { return metrics_address_; }
   std::string Logs();
@@ -62,6 +64,10 @@ class DaemonProcess {
 // GET http://address/path over a plain socket; returns the body, or "" on
 // failure.
 std::string HttpGet(const std::string& address, const std::string& path);
+
+// A "Vm..." field of /proc/<pid>/status in KiB, e.g. "VmHWM" (peak resident
+// set) or "VmRSS"; -1 when the process or the field does not exist.
+int64_t ProcessStatusKiB(pid_t pid, const std::string& field);
 
 // The value of the first sample line of `metrics_text` whose name and labels
 // contain every fragment, e.g. {"cachewatch_breaks_total{",
