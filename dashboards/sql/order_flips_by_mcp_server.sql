@@ -35,16 +35,22 @@ per_break AS (
          COUNT(*) AS tools
   FROM moved
   GROUP BY mcp_server, break_id
+),
+per_server AS (
+  -- One pass over the moves, not one per server.
+  SELECT mcp_server, COUNT(DISTINCT tool) AS distinct_tools
+  FROM moved
+  GROUP BY mcp_server
 )
 SELECT p.mcp_server,
        COUNT(*) AS breaks,
        SUM(p.primary_reason = 'tools_order_changed') AS as_primary_reason,
        SUM(p.tools) AS tool_moves,
-       (SELECT COUNT(DISTINCT m.tool) FROM moved AS m
-        WHERE m.mcp_server = p.mcp_server) AS distinct_tools,
+       s.distinct_tools,
        SUM(p.missed_tokens) AS tokens_lost_in_these_breaks,
        strftime('%Y-%m-%dT%H:%M:%SZ', MAX(p.request_time_us) / 1e6, 'unixepoch')
          AS last_flip
 FROM per_break AS p
+JOIN per_server AS s ON s.mcp_server = p.mcp_server
 GROUP BY p.mcp_server
 ORDER BY breaks DESC, p.mcp_server;
