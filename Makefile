@@ -1,11 +1,16 @@
 # The two commands a new machine needs (Debian 12, as root):
 #   make run    install dependencies, build, start cachewatchd on ./cachewatch.db
-#   make test   install dependencies, build, run every test
+#   make test   install dependencies, then every test, as CI runs them: the
+#               whole suite built with AddressSanitizer + UBSan (build-asan),
+#               the concurrent parts with ThreadSanitizer (build-tsan), and
+#               each fuzzer for FUZZ_SECONDS (build-fuzz)
+# While developing:
+#   make check  build without sanitizers in $(BUILD) and run the whole suite
 BUILD ?= build
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: deps configure build test run bench fuzz format clean
+.PHONY: deps configure build test check sanitize run bench fuzz format clean
 
 deps:
 	$(SUDO) bash scripts/install-deps.sh
@@ -16,8 +21,15 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-test: build
+test: sanitize fuzz
+
+check: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+# scripts/run-sanitizers.sh: ASan + UBSan over every test, TSan over the
+# tracker/pipeline, store and reporter tests.
+sanitize: deps
+	BUILD=$(BUILD) JOBS=$(JOBS) bash scripts/run-sanitizers.sh all
 
 run: build
 	./$(BUILD)/daemon/cachewatchd $(ARGS)
@@ -27,7 +39,7 @@ bench: configure
 
 # Builds the libFuzzer targets with clang in build-fuzz and runs each for
 # FUZZ_SECONDS (fuzz/README.md). Needs clang and libclang-rt-14-dev.
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 20
 fuzz: deps
 	JOBS=$(JOBS) bash scripts/run-fuzzers.sh $(FUZZ_SECONDS)
 

@@ -50,18 +50,6 @@ v1::Snapshot Snapshot(const std::string& session) {
   return snapshot;
 }
 
-v1::Usage Usage(const std::string& session) {
-  v1::Usage usage;
-  usage.set_agent("overload");
-  usage.set_session_id(session);
-  usage.set_request_id(session + "-0");
-  *usage.mutable_response_time() =
-      TimeUtil::MicrosecondsToTimestamp(kStartUs + 500);
-  usage.set_provider(v1::PROVIDER_ANTHROPIC);
-  usage.mutable_normalized()->set_cache_write_tokens(20000);
-  return usage;
-}
-
 std::set<std::string> StoredSessions(const std::string& db_path) {
   sqlite3* db = nullptr;
   std::set<std::string> sessions;
@@ -153,9 +141,10 @@ TEST(OverloadTest, FullWriteQueuePushesBackThenDrains) {
   EXPECT_EQ(daemon.Stop(), 0);
 }
 
-// Sends one turn on each of `lanes` distinct lanes over `streams` Record
+// Sends one snapshot on each of `lanes` distinct lanes over `streams` Record
 // streams, at most `window` records unacknowledged per stream; returns the
-// number of records not acknowledged OK.
+// number of records not acknowledged OK. (Each lane then holds an unpaired
+// snapshot, its largest state, until the cap evicts it.)
 int64_t SendDistinctLanes(DaemonProcess& daemon, int64_t first_lane,
                           int64_t lanes, int streams, int window) {
   std::atomic<int64_t> failures{0};
@@ -174,16 +163,12 @@ int64_t SendDistinctLanes(DaemonProcess& daemon, int64_t first_lane,
         }
       });
       v1::RecordRequest snapshot;
-      v1::RecordRequest usage;
       for (int64_t lane = first_lane + s; lane < first_lane + lanes;
            lane += streams) {
         const std::string session = "lane-" + std::to_string(lane);
         *snapshot.mutable_snapshot() = Snapshot(session);
-        *usage.mutable_usage() = Usage(session);
         credits.acquire();
         if (!stream->Write(snapshot)) break;
-        credits.acquire();
-        if (!stream->Write(usage)) break;
       }
       stream->WritesDone();
       reader.join();
@@ -216,10 +201,10 @@ TEST(OverloadTest, MillionDistinctLanesKeepMemoryBounded) {
       testing::HttpGet(daemon.metrics_address(), "/metrics");
   EXPECT_LE(testing::MetricValue(metrics, {"cachewatch_active_lanes"}),
             kLaneCap);
-  EXPECT_EQ(
-      testing::MetricValue(metrics, {"cachewatch_ingest_records_total{",
-                                     "kind=\"usage\"", "outcome=\"accepted\""}),
-      lanes);
+  EXPECT_EQ(testing::MetricValue(metrics,
+                                 {"cachewatch_ingest_records_total{",
+                                  "kind=\"snapshot\"", "outcome=\"accepted\""}),
+            lanes);
   // Growing the lane count 10x (or more) past the cap leaves the peak
   // resident set where the cap put it: allow 64 MiB for the allocator and
   // SQLite's page cache, far below what 900,000 more lanes would take.

@@ -48,9 +48,11 @@ bool DaemonProcess::Start(const std::string& db_path,
     std::lock_guard<std::mutex> lock(logs_mutex_);
     logs_.clear();
   }
-  std::vector<std::string> args = {CACHEWATCHD_PATH, "--listen=127.0.0.1:0",
-                                   "--metrics-listen=127.0.0.1:0",
-                                   "--db-path=" + db_path};
+  const char* binary = std::getenv("CACHEWATCHD");
+  std::vector<std::string> args = {
+      binary != nullptr && *binary != '\0' ? binary : CACHEWATCHD_PATH,
+      "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
+      "--db-path=" + db_path};
   args.insert(args.end(), extra_flags.begin(), extra_flags.end());
   pid_ = fork();
   if (pid_ == 0) {

@@ -1,6 +1,8 @@
 // Test support: runs the real cachewatchd binary as a child process on
 // loopback ports it picks itself (port 0), with its database in a fresh
 // temporary directory, and learns the ports from its "listening" log line.
+// The binary is the one built with the tests, or $CACHEWATCHD when set (e.g.
+// an uninstrumented daemon driven by a sanitizer build's tests).
 //
 // Not thread-safe; one test thread drives it.
 #ifndef CACHEWATCH_TESTS_SUPPORT_DAEMON_PROCESS_H_
