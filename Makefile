@@ -39,7 +39,7 @@ bench: configure
 
 # Builds the libFuzzer targets with clang in build-fuzz and runs each for
 # FUZZ_SECONDS (fuzz/README.md). Needs clang and libclang-rt-14-dev.
-FUZZ_SECONDS ?= 20
+FUZZ_SECONDS ?= 10
 fuzz: deps
 	JOBS=$(JOBS) bash scripts/run-fuzzers.sh $(FUZZ_SECONDS)
 
