@@ -60,6 +60,10 @@ run_tsan() {
 case "$which" in
   asan) run_asan ;;
   tsan) run_tsan ;;
-  all) run_asan && run_tsan ;;
+  all)  # Not `run_asan && run_tsan`: on the left of && a function runs
+        # without set -e, and a failing step inside would go unnoticed.
+    run_asan
+    run_tsan
+    ;;
   *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;;
 esac
