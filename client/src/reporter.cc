@@ -163,12 +163,11 @@ void Reporter::RunStream(v1::CacheWatch::Stub& stub) {
 
   for (;;) {
     Record record;
-    bool resend;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       if (!WaitToSend(lock)) break;
       uint64_t sequence;
-      resend = !resend_.empty();
+      const bool resend = !resend_.empty();
       if (resend) {
         auto oldest = resend_.begin();
         sequence = oldest->first;
@@ -184,11 +183,12 @@ void Reporter::RunStream(v1::CacheWatch::Stub& stub) {
                           ? AckKey(true, record->usage().request_id())
                           : AckKey(false, record->snapshot().request_id())]
           .push_back(sequence);
+      // Counted before the write: its ack may be handled, and Flush() return,
+      // before Write() does.
+      ++stats_.sent;
+      if (resend) ++stats_.retried;
     }
     if (!stream->Write(*record)) break;
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.sent;
-    if (resend) ++stats_.retried;
   }
 
   // The stream only ends broken or on stop: cancel it to end the reader too.

@@ -81,7 +81,7 @@ struct ReporterOptions {
 // Counters since the reporter was made.
 struct ReporterStats {
   uint64_t enqueued = 0;    // Records accepted by Report*.
-  uint64_t sent = 0;        // Records written to a stream, resends included.
+  uint64_t sent = 0;        // Records handed to a stream, resends included.
   uint64_t acked = 0;       // Records the daemon acknowledged as durable.
   uint64_t rejected = 0;    // Records refused for good (INVALID_ARGUMENT, ...).
   uint64_t retried = 0;     // Resends: after a reconnection or a retryable ack.
