@@ -155,6 +155,30 @@ CREATE VIEW breaks_readable AS SELECT
   provider_miss_reason, provider_missed_tokens, provider_agreement
 FROM prompt_cache_breaks;
 )sql",
+      // 2: covering indexes for the postmortem aggregations
+      // (dashboards/sql/), so a 30-day window reads index entries only.
+      R"sql(
+CREATE INDEX breaks_by_agent_reason
+  ON prompt_cache_breaks (agent, primary_reason, request_time_us,
+                          missed_tokens, estimated_extra_cost_usd);
+CREATE INDEX breaks_by_session
+  ON prompt_cache_breaks (agent, session_id, request_time_us, lane,
+                          primary_reason, missed_tokens,
+                          estimated_extra_cost_usd);
+DROP INDEX breaks_by_reason_time;
+CREATE INDEX breaks_by_reason_time
+  ON prompt_cache_breaks (primary_reason, request_time_us, agent,
+                          ttl_seconds, gap_seconds, missed_tokens);
+CREATE INDEX breaks_with_reorders
+  ON prompt_cache_breaks (request_time_us, agent, primary_reason,
+                          missed_tokens, reordered_tool_names)
+  WHERE reordered_tool_names <> '[]';
+CREATE INDEX breaks_with_schema_changes
+  ON prompt_cache_breaks (request_time_us, agent, session_id,
+                          primary_reason, missed_tokens,
+                          schema_changed_tool_names)
+  WHERE schema_changed_tool_names <> '[]';
+)sql",
   };
   return *kMigrations;
 }

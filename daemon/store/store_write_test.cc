@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "daemon/store/schema.h"
 #include "daemon/store/store_test_util.h"
 
 namespace cachewatch::testing {
@@ -382,12 +383,53 @@ TEST_F(StoreTest, ReopeningKeepsDataAndSchemaVersion) {
     std::unique_ptr<Store> store = OpenStore();
     WriteBrokenPair(*store, Key());
   }
-  EXPECT_EQ(QueryInt("PRAGMA user_version"), 1);
+  EXPECT_EQ(QueryInt("PRAGMA user_version"), LatestSchemaVersion());
   std::unique_ptr<Store> store = OpenStore();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(QueryInt("PRAGMA user_version"), 1);
+  EXPECT_EQ(QueryInt("PRAGMA user_version"), LatestSchemaVersion());
   EXPECT_EQ(CountRows("turns"), 2);
   EXPECT_EQ(store->ListBreaks(v1::ListBreaksRequest())->breaks_size(), 1);
+}
+
+TEST_F(StoreTest, MigratesAVersionOneDatabaseKeepingItsRows) {
+  {
+    std::unique_ptr<Store> store = OpenStore();
+    WriteBrokenPair(*store, Key());
+  }
+  // Take the file back to what version 1 wrote: its indexes, user_version 1.
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, R"sql(
+      DROP INDEX breaks_by_agent_reason;
+      DROP INDEX breaks_by_session;
+      DROP INDEX breaks_by_reason_time;
+      CREATE INDEX breaks_by_reason_time
+        ON prompt_cache_breaks (primary_reason, request_time_us);
+      DROP INDEX breaks_with_reorders;
+      DROP INDEX breaks_with_schema_changes;
+      PRAGMA user_version = 1;
+    )sql",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK)
+        << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(QueryInt("PRAGMA user_version"), 2);
+  EXPECT_EQ(QueryInt("SELECT count(*) FROM sqlite_master WHERE type = 'index'"
+                     " AND name IN ('breaks_by_agent_reason',"
+                     " 'breaks_by_session', 'breaks_with_reorders',"
+                     " 'breaks_with_schema_changes')"),
+            4);
+  EXPECT_EQ(QueryInt("SELECT count(*) FROM pragma_index_info("
+                     "'breaks_by_reason_time')"),
+            6);
+  EXPECT_EQ(CountRows("turns"), 2);
+  EXPECT_EQ(store->ListBreaks(v1::ListBreaksRequest())->breaks_size(), 1);
+  WriteBrokenPair(*store, Key("after-migration"));
+  EXPECT_EQ(CountRows("prompt_cache_breaks"), 2);
 }
 
 TEST_F(StoreTest, CreatesTheFileWithMode0600InWalMode) {

@@ -16,30 +16,39 @@
 --   tokens_lost_in_these_breaks, last_flip (ISO-8601, UTC). A break that
 --   moved tools of several servers counts for each.
 WITH moved AS (
-  SELECT b.break_id, b.primary_reason, b.missed_tokens, b.request_time_us,
-         t.value AS tool,
-         CASE
-           WHEN t.value LIKE 'mcp\_\_%' ESCAPE '\'
-                AND instr(substr(t.value, 6), '__') > 1
-             THEN substr(t.value, 6, instr(substr(t.value, 6), '__') - 1)
-           ELSE '(builtin)'
-         END AS mcp_server
+  SELECT b.rowid AS break_row, b.primary_reason, b.missed_tokens,
+         b.request_time_us, t.value AS tool
   FROM prompt_cache_breaks AS b, json_each(b.reordered_tool_names) AS t
-  WHERE b.request_time_us >= COALESCE(
+  -- Lets breaks_with_reorders (only breaks that moved tools) cover this.
+  WHERE b.reordered_tool_names <> '[]'
+    AND b.request_time_us >= COALESCE(
           :since_us, CAST(strftime('%s', 'now', '-1 day') AS INTEGER) * 1000000)
     AND (:until_us IS NULL OR b.request_time_us < :until_us)
     AND (:agent IS NULL OR b.agent = :agent)
 ),
+tool_servers AS (
+  -- The server of each distinct tool, worked out once per tool, not per move.
+  SELECT tool,
+         CASE
+           WHEN tool LIKE 'mcp\_\_%' ESCAPE '\'
+                AND instr(substr(tool, 6), '__') > 1
+             THEN substr(tool, 6, instr(substr(tool, 6), '__') - 1)
+           ELSE '(builtin)'
+         END AS mcp_server
+  FROM (SELECT DISTINCT tool FROM moved)
+),
 per_break AS (
-  SELECT mcp_server, break_id, primary_reason, missed_tokens, request_time_us,
-         COUNT(*) AS tools
-  FROM moved
-  GROUP BY mcp_server, break_id
+  SELECT s.mcp_server, m.break_row, m.primary_reason, m.missed_tokens,
+         m.request_time_us, COUNT(*) AS tools
+  -- CROSS JOIN keeps this order: each move looks its tool up in the few
+  -- tool_servers rows, instead of the moves being indexed by tool.
+  FROM moved AS m
+  CROSS JOIN tool_servers AS s ON s.tool = m.tool
+  GROUP BY s.mcp_server, m.break_row
 ),
 per_server AS (
-  -- One pass over the moves, not one per server.
-  SELECT mcp_server, COUNT(DISTINCT tool) AS distinct_tools
-  FROM moved
+  SELECT mcp_server, COUNT(*) AS distinct_tools
+  FROM tool_servers
   GROUP BY mcp_server
 )
 SELECT p.mcp_server,

@@ -17,16 +17,9 @@
 --   (ISO-8601, UTC).
 --
 -- Next: `cachewatch breaks --session <session_id>`, or lane_story.sql.
-WITH windowed AS (
-  SELECT agent, session_id, lane, primary_reason, missed_tokens,
-         estimated_extra_cost_usd, request_time_us
-  FROM prompt_cache_breaks
-  WHERE request_time_us >= COALESCE(
-          :since_us, CAST(strftime('%s', 'now', '-1 day') AS INTEGER) * 1000000)
-    AND (:until_us IS NULL OR request_time_us < :until_us)
-    AND (:agent IS NULL OR agent = :agent)
-),
-per_session AS (
+WITH per_session AS (
+  -- breaks_by_session (agent, session_id, request_time_us, ...) covers this:
+  -- the groups stream out of the index, nothing is sorted or looked up.
   SELECT agent, session_id,
          COUNT(DISTINCT lane) AS lanes,
          COUNT(*) AS breaks,
@@ -34,21 +27,29 @@ per_session AS (
          SUM(estimated_extra_cost_usd) AS cost,
          MIN(request_time_us) AS first_us,
          MAX(request_time_us) AS last_us
-  FROM windowed
+  FROM prompt_cache_breaks
+  WHERE request_time_us >= COALESCE(
+          :since_us, CAST(strftime('%s', 'now', '-1 day') AS INTEGER) * 1000000)
+    AND (:until_us IS NULL OR request_time_us < :until_us)
+    AND (:agent IS NULL OR agent = :agent)
   GROUP BY agent, session_id
   ORDER BY tokens_lost DESC, agent, session_id
   LIMIT COALESCE(:limit, 20)
 ),
 per_reason AS (
-  -- Only for the sessions listed, not for every session in the window.
-  SELECT w.agent, w.session_id, w.primary_reason,
-         SUM(w.missed_tokens) AS tokens_lost,
-         ROW_NUMBER() OVER (PARTITION BY w.agent, w.session_id
-                            ORDER BY SUM(w.missed_tokens) DESC,
-                                     w.primary_reason) AS reason_rank
+  -- Only for the sessions listed, each looked up in breaks_by_session.
+  SELECT b.agent, b.session_id, b.primary_reason,
+         SUM(b.missed_tokens) AS tokens_lost,
+         ROW_NUMBER() OVER (PARTITION BY b.agent, b.session_id
+                            ORDER BY SUM(b.missed_tokens) DESC,
+                                     b.primary_reason) AS reason_rank
   FROM per_session s
-  CROSS JOIN windowed w ON w.agent = s.agent AND w.session_id = s.session_id
-  GROUP BY w.agent, w.session_id, w.primary_reason
+  CROSS JOIN prompt_cache_breaks b
+    ON b.agent = s.agent AND b.session_id = s.session_id
+  WHERE b.request_time_us >= COALESCE(
+          :since_us, CAST(strftime('%s', 'now', '-1 day') AS INTEGER) * 1000000)
+    AND (:until_us IS NULL OR b.request_time_us < :until_us)
+  GROUP BY b.agent, b.session_id, b.primary_reason
 ),
 session_turns AS (
   SELECT t.agent, t.session_id,

@@ -23,7 +23,9 @@ SELECT t.value AS tool,
        strftime('%Y-%m-%dT%H:%M:%SZ', MAX(b.request_time_us) / 1e6, 'unixepoch')
          AS last_change
 FROM prompt_cache_breaks AS b, json_each(b.schema_changed_tool_names) AS t
-WHERE b.request_time_us >= COALESCE(
+-- Lets breaks_with_schema_changes (only breaks that changed one) cover this.
+WHERE b.schema_changed_tool_names <> '[]'
+  AND b.request_time_us >= COALESCE(
         :since_us, CAST(strftime('%s', 'now', '-1 day') AS INTEGER) * 1000000)
   AND (:until_us IS NULL OR b.request_time_us < :until_us)
   AND (:agent IS NULL OR b.agent = :agent)

@@ -24,6 +24,7 @@ WITH buckets (bucket_order, gap_bucket, bucket_start_s, bucket_end_s) AS (
          (8, '>= 6 h', 21600, NULL)
 ),
 expired AS (
+  -- breaks_by_reason_time covers this (reason, time, agent, TTL, gap, tokens).
   SELECT ttl_seconds, gap_seconds, missed_tokens
   FROM prompt_cache_breaks
   WHERE primary_reason = 'ttl_expired'
@@ -32,6 +33,20 @@ expired AS (
     AND (:until_us IS NULL OR request_time_us < :until_us)
     AND (:agent IS NULL OR agent = :agent)
 ),
+per_bucket AS (
+  -- One pass: each break into its bucket, then one row per (TTL, bucket).
+  SELECT e.ttl_seconds, bk.bucket_order,
+         COUNT(e.gap_seconds) AS breaks,
+         SUM(e.missed_tokens) AS tokens_lost,
+         MIN(e.gap_seconds) AS min_gap_s,
+         MAX(e.gap_seconds) AS max_gap_s,
+         AVG(e.gap_seconds - e.ttl_seconds) AS avg_over_ttl_s
+  FROM expired AS e
+  JOIN buckets AS bk
+    ON e.gap_seconds >= bk.bucket_start_s
+   AND (bk.bucket_end_s IS NULL OR e.gap_seconds < bk.bucket_end_s)
+  GROUP BY e.ttl_seconds, bk.bucket_order
+),
 ttls AS (
   SELECT ttl_seconds, COUNT(*) AS ttl_breaks FROM expired GROUP BY ttl_seconds
 )
@@ -39,17 +54,15 @@ SELECT tt.ttl_seconds,
        bk.gap_bucket,
        bk.bucket_start_s,
        bk.bucket_end_s,
-       COUNT(e.gap_seconds) AS breaks,
-       ROUND(1.0 * COUNT(e.gap_seconds) / tt.ttl_breaks, 4) AS share_of_ttl_breaks,
-       COALESCE(SUM(e.missed_tokens), 0) AS tokens_lost,
-       ROUND(MIN(e.gap_seconds), 1) AS min_gap_s,
-       ROUND(MAX(e.gap_seconds), 1) AS max_gap_s,
-       ROUND(AVG(e.gap_seconds - e.ttl_seconds), 1) AS avg_over_ttl_s
+       COALESCE(pb.breaks, 0) AS breaks,
+       ROUND(1.0 * COALESCE(pb.breaks, 0) / tt.ttl_breaks, 4)
+         AS share_of_ttl_breaks,
+       COALESCE(pb.tokens_lost, 0) AS tokens_lost,
+       ROUND(pb.min_gap_s, 1) AS min_gap_s,
+       ROUND(pb.max_gap_s, 1) AS max_gap_s,
+       ROUND(pb.avg_over_ttl_s, 1) AS avg_over_ttl_s
 FROM ttls AS tt
 CROSS JOIN buckets AS bk
-LEFT JOIN expired AS e
-  ON e.ttl_seconds IS tt.ttl_seconds
- AND e.gap_seconds >= bk.bucket_start_s
- AND (bk.bucket_end_s IS NULL OR e.gap_seconds < bk.bucket_end_s)
-GROUP BY tt.ttl_seconds, bk.bucket_order
+LEFT JOIN per_bucket AS pb
+  ON pb.ttl_seconds IS tt.ttl_seconds AND pb.bucket_order = bk.bucket_order
 ORDER BY tt.ttl_seconds, bk.bucket_order;
