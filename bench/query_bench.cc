@@ -8,9 +8,11 @@
 // store's layouts (columns.h), and ~5 % breaks with the reasons' usual mix
 // (TTL expiry after a long gap, tool order flips, schema edits, system and
 // message changes, model switches), each with its serialized event. Rows are
-// inserted in request-time order, as they arrive, by prepared statements in
-// large transactions; the secondary indexes are dropped first and recreated
-// from the schema's own SQL afterwards (the unique key stays throughout).
+// written in request-time order, as they arrive, by the store's own
+// statements (daemon/store/write_statements.h: a turn's snapshot, usage and
+// verdict upserts, a break's insert) in large transactions; the secondary
+// indexes are dropped first and recreated from the schema's own SQL
+// afterwards (the unique key stays throughout).
 //
 // Then times, on a fresh read-only connection, every dashboards/sql/*.sql
 // file over the last 24 hours (the files' default window, bound explicitly
@@ -51,6 +53,7 @@
 #include "daemon/core/provider_traits.h"
 #include "daemon/store/columns.h"
 #include "daemon/store/store.h"
+#include "daemon/store/write_statements.h"
 
 namespace cachewatch::bench {
 namespace {
@@ -142,6 +145,14 @@ struct Lane {
   int turns = 0;
   int64_t start_us = 0;
 };
+
+// Binds the key of a turn row: its lane's and its request id.
+void BindTurnKey(Insert& s, const Lane& lane, const std::string& request_id) {
+  BindText(s, ":agent", lane.key.agent);
+  BindText(s, ":session_id", lane.key.session_id);
+  BindText(s, ":lane", lane.key.lane);
+  BindText(s, ":request_id", request_id);
+}
 
 // The reason of a break turn, drawn with the usual mix.
 v1::Reason ReasonFor(uint64_t draw) {
@@ -239,32 +250,26 @@ class Generator {
   }
 
   void InsertToolLists() {
-    sqlite3_stmt* list = Prepare(
-        db_, "INSERT INTO tool_lists (list_hash, tool_count) VALUES (?, ?)");
-    sqlite3_stmt* entry =
-        Prepare(db_,
-                "INSERT INTO tool_list_entries (list_hash, position, name, "
-                "schema_hash) VALUES (?, ?, ?, ?)");
+    Insert list{Prepare(db_, kInsertToolList), {}};
+    Insert entry{Prepare(db_, kInsertToolEntry), {}};
     for (int i = 0; i < kToolLists; ++i) {
       tools_.push_back(MakeToolList(i));
       google::protobuf::RepeatedPtrField<v1::ToolRef> field(tools_[i].begin(),
                                                             tools_[i].end());
       list_hashes_.push_back(ToolListHash(field));
-      sqlite3_bind_text(list, 1, list_hashes_[i].c_str(), -1, SQLITE_STATIC);
-      sqlite3_bind_int(list, 2, static_cast<int>(tools_[i].size()));
-      Step(db_, list);
+      BindText(list, ":list_hash", list_hashes_[i]);
+      BindInt(list, ":tool_count", static_cast<int64_t>(tools_[i].size()));
+      Step(db_, list.statement);
       for (size_t p = 0; p < tools_[i].size(); ++p) {
-        const std::string hash = Hex64(tools_[i][p].schema_hash());
-        sqlite3_bind_text(entry, 1, list_hashes_[i].c_str(), -1, SQLITE_STATIC);
-        sqlite3_bind_int(entry, 2, static_cast<int>(p));
-        sqlite3_bind_text(entry, 3, tools_[i][p].name().c_str(), -1,
-                          SQLITE_STATIC);
-        sqlite3_bind_text(entry, 4, hash.c_str(), -1, SQLITE_STATIC);
-        Step(db_, entry);
+        BindText(entry, ":list_hash", list_hashes_[i]);
+        BindInt(entry, ":position", static_cast<int64_t>(p));
+        BindText(entry, ":name", tools_[i][p].name());
+        BindText(entry, ":schema_hash", Hex64(tools_[i][p].schema_hash()));
+        Step(db_, entry.statement);
       }
     }
-    sqlite3_finalize(list);
-    sqlite3_finalize(entry);
+    sqlite3_finalize(list.statement);
+    sqlite3_finalize(entry.statement);
   }
 
   void MakeLanes() {
@@ -317,49 +322,10 @@ class Generator {
     }
     std::sort(schedule.begin(), schedule.end(),
               [](const Due& a, const Due& b) { return a.time_us < b.time_us; });
-    Insert turn{Prepare(db_, R"sql(
-INSERT INTO turns (
-  agent, session_id, lane, request_id, provider, model, request_time_us,
-  response_time_us, snapshot_received, usage_received, system_hash,
-  system_sections, tool_list_hash, tool_count, options_hash, cache_enabled,
-  cache_automatic, cache_ttl_seconds, breakpoints, message_chain,
-  tool_order_policy, uncached_input_tokens, cache_read_tokens,
-  cache_write_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
-  output_tokens, prompt_total_tokens, raw_usage_json, verdict,
-  primary_reason, break_id, expected_reuse_tokens, missed_tokens,
-  received_at_us)
-VALUES (
-  :agent, :session_id, :lane, :request_id, :provider, :model,
-  :request_time_us, :response_time_us, 1, 1, :system_hash, :system_sections,
-  :tool_list_hash, :tool_count, :options_hash, 1, 0, 300, :breakpoints,
-  :message_chain, 'lexicographic', 12, :cache_read_tokens,
-  :cache_write_tokens, :cache_write_tokens, 0, :output_tokens,
-  :prompt_total_tokens, :raw_usage_json, :verdict, :primary_reason,
-  :break_id, :expected_reuse_tokens, :missed_tokens, :received_at_us))sql"),
-                {}};
-    Insert brk{Prepare(db_, R"sql(
-INSERT INTO prompt_cache_breaks (
-  break_id, agent, session_id, lane, provider, previous_request_id,
-  request_id, previous_model, model, primary_reason, reasons, evidence,
-  previous_cache_read_tokens, current_cache_read_tokens,
-  expected_reuse_tokens, missed_tokens, prompt_total_tokens,
-  cache_write_tokens, changed_tool_names, added_tool_names,
-  removed_tool_names, reordered_tool_names, schema_changed_tool_names,
-  changed_system_sections, first_changed_tool_index,
-  first_changed_message_block, blocks_since_last_write, gap_seconds,
-  ttl_seconds, ttl_source, previous_request_time_us, request_time_us,
-  event)
-VALUES (
-  :break_id, :agent, :session_id, :lane, 'anthropic', :previous_request_id,
-  :request_id, :previous_model, :model, :primary_reason, :reasons,
-  :evidence, :previous_cache_read_tokens, :current_cache_read_tokens,
-  :expected_reuse_tokens, :missed_tokens, :prompt_total_tokens,
-  :cache_write_tokens, :changed_tool_names, :added_tool_names, '[]',
-  :reordered_tool_names, :schema_changed_tool_names,
-  :changed_system_sections, :first_changed_tool_index, -1, 0,
-  :gap_seconds, 300, :ttl_source, :previous_request_time_us,
-  :request_time_us, :event))sql"),
-               {}};
+    Insert snapshot{Prepare(db_, kUpsertSnapshot), {}};
+    Insert usage{Prepare(db_, kUpsertUsage), {}};
+    Insert classification{Prepare(db_, kUpsertClassification), {}};
+    Insert brk{Prepare(db_, kInsertBreak), {}};
 
     // What depends only on the turn's position in its lane, once.
     const std::string sections = SectionsJson(SystemSections());
@@ -397,27 +363,37 @@ VALUES (
       const int tool_list =
           (lane.tool_list + (kind == Kind::kBreak ? 1 : 0)) % kToolLists;
 
-      BindText(turn, ":agent", lane.key.agent);
-      BindText(turn, ":session_id", lane.key.session_id);
-      BindText(turn, ":lane", lane.key.lane);
-      BindText(turn, ":request_id", request_id);
-      BindText(turn, ":provider", "anthropic");
-      BindText(turn, ":model", kModels[lane.model]);
-      BindInt(turn, ":request_time_us", due.time_us);
-      BindInt(turn, ":response_time_us", due.time_us + 4 * kSecondUs);
-      BindText(turn, ":system_hash", system_hashes[lane.agent]);
-      BindText(turn, ":system_sections", sections);
-      BindText(turn, ":tool_list_hash", list_hashes_[tool_list]);
-      BindInt(turn, ":tool_count",
+      const int64_t response_us = due.time_us + 4 * kSecondUs;
+      BindTurnKey(snapshot, lane, request_id);
+      BindText(snapshot, ":provider", "anthropic");
+      BindText(snapshot, ":model", kModels[lane.model]);
+      BindInt(snapshot, ":request_time_us", due.time_us);
+      BindText(snapshot, ":system_hash", system_hashes[lane.agent]);
+      BindText(snapshot, ":system_sections", sections);
+      BindText(snapshot, ":tool_list_hash", list_hashes_[tool_list]);
+      BindInt(snapshot, ":tool_count",
               static_cast<int64_t>(tools_[tool_list].size()));
-      BindText(turn, ":options_hash", options_hash);
-      BindText(turn, ":breakpoints", breakpoints_json[seq]);
-      BindBlob(turn, ":message_chain", chains[seq]);
-      BindInt(turn, ":cache_read_tokens", read);
-      BindInt(turn, ":cache_write_tokens", write);
-      BindInt(turn, ":output_tokens", 350);
-      BindInt(turn, ":prompt_total_tokens", prompt);
-      BindText(turn, ":raw_usage_json",
+      BindText(snapshot, ":options_hash", options_hash);
+      BindInt(snapshot, ":cache_enabled", 1);
+      BindInt(snapshot, ":cache_automatic", 0);
+      BindInt(snapshot, ":cache_ttl_seconds", 300);
+      BindText(snapshot, ":breakpoints", breakpoints_json[seq]);
+      BindBlob(snapshot, ":message_chain", chains[seq]);
+      BindText(snapshot, ":tool_order_policy", "lexicographic");
+      BindInt(snapshot, ":received_at_us", response_us);
+
+      BindTurnKey(usage, lane, request_id);
+      BindText(usage, ":provider", "anthropic");
+      BindText(usage, ":model", kModels[lane.model]);
+      BindInt(usage, ":response_time_us", response_us);
+      BindInt(usage, ":uncached_input_tokens", 12);
+      BindInt(usage, ":cache_read_tokens", read);
+      BindInt(usage, ":cache_write_tokens", write);
+      BindInt(usage, ":cache_write_5m_tokens", write);
+      BindInt(usage, ":cache_write_1h_tokens", 0);
+      BindInt(usage, ":output_tokens", 350);
+      BindInt(usage, ":prompt_total_tokens", prompt);
+      BindText(usage, ":raw_usage_json",
                "{\"input_tokens\":12,\"cache_creation_input_tokens\":" +
                    std::to_string(write) +
                    ",\"cache_read_input_tokens\":" + std::to_string(read) +
@@ -425,27 +401,38 @@ VALUES (
                    std::to_string(write) +
                    ",\"ephemeral_1h_input_tokens\":0},\"output_tokens\":350,"
                    "\"service_tier\":\"standard\"}");
-      BindText(turn, ":verdict",
+      BindInt(usage, ":received_at_us", response_us);
+
+      BindTurnKey(classification, lane, request_id);
+      BindInt(classification, ":request_time_us", due.time_us);
+      BindText(classification, ":verdict",
                kind == Kind::kBreak       ? "break"
                : kind == Kind::kColdStart ? "cold_start"
                                           : "ok");
-      BindInt(turn, ":expected_reuse_tokens", expected);
-      BindInt(turn, ":missed_tokens", expected - read);
-      BindInt(turn, ":received_at_us", due.time_us + 4 * kSecondUs);
+      BindInt(classification, ":expected_reuse_tokens", expected);
+      BindInt(classification, ":missed_tokens", expected - read);
+      BindInt(classification, ":received_at_us", response_us);
       if (kind == Kind::kBreak) {
         const v1::PromptCacheBreak event =
             BreakOf(lane, due, request_id, previous_time[due.lane], expected,
                     prompt, write, tool_list);
-        BindText(turn, ":primary_reason", ReasonName(event.primary_reason()));
-        BindText(turn, ":break_id", event.break_id());
+        BindText(classification, ":primary_reason",
+                 ReasonName(event.primary_reason()));
+        BindText(classification, ":break_id", event.break_id());
         InsertBreak(brk, lane, event);
         ++rows;
       }
-      Step(db_, turn.statement);
+      // One turn row, written as the daemon writes it: the snapshot inserts
+      // it, the usage and the verdict fill it in.
+      Step(db_, snapshot.statement);
+      Step(db_, usage.statement);
+      Step(db_, classification.statement);
       previous_time[due.lane] = due.time_us;
       if (++rows % kRowsPerTransaction == 0) Exec(db_, "COMMIT; BEGIN");
     }
-    sqlite3_finalize(turn.statement);
+    sqlite3_finalize(snapshot.statement);
+    sqlite3_finalize(usage.statement);
+    sqlite3_finalize(classification.statement);
     sqlite3_finalize(brk.statement);
     const double seconds =
         std::chrono::duration<double>(Clock::now() - start).count();
@@ -535,6 +522,7 @@ VALUES (
     BindText(s, ":agent", lane.key.agent);
     BindText(s, ":session_id", lane.key.session_id);
     BindText(s, ":lane", lane.key.lane);
+    BindText(s, ":provider", "anthropic");
     BindText(s, ":previous_request_id", event.previous_request_id());
     BindText(s, ":request_id", event.request_id());
     BindText(s, ":previous_model", event.previous_model());
@@ -551,6 +539,7 @@ VALUES (
     BindInt(s, ":cache_write_tokens", event.cache_write_tokens());
     BindText(s, ":changed_tool_names", NamesJson(event.changed_tool_names()));
     BindText(s, ":added_tool_names", NamesJson(event.added_tool_names()));
+    BindText(s, ":removed_tool_names", NamesJson(event.removed_tool_names()));
     BindText(s, ":reordered_tool_names",
              NamesJson(event.reordered_tool_names()));
     BindText(s, ":schema_changed_tool_names",
@@ -558,7 +547,12 @@ VALUES (
     BindText(s, ":changed_system_sections",
              NamesJson(event.changed_system_sections()));
     BindInt(s, ":first_changed_tool_index", event.first_changed_tool_index());
+    // -1 (no message block changed), as the generated stores always had it;
+    // the event leaves the field unset.
+    BindInt(s, ":first_changed_message_block", -1);
+    BindInt(s, ":blocks_since_last_write", event.blocks_since_last_write());
     BindDouble(s, ":gap_seconds", event.gap_seconds());
+    BindInt(s, ":ttl_seconds", event.ttl_seconds());
     BindText(s, ":ttl_source", EnumText(event.ttl_source()));
     BindInt(s, ":previous_request_time_us",
             TimeUtil::TimestampToMicroseconds(event.previous_request_time()));

@@ -25,6 +25,20 @@ uint64_t Mix(uint64_t seed) {
   return z ^ (z >> 31);
 }
 
+// The fields a snapshot and the usage answering it share: the lane, the
+// turn's request id and the provider and model; the time is now.
+template <typename Record>
+void SetTurn(const LaneId& lane, int64_t turn, Record& record,
+             google::protobuf::Timestamp* time) {
+  record.set_agent(lane.agent);
+  record.set_session_id(lane.session_id);
+  record.set_lane("main");
+  record.set_request_id(RequestId(turn));
+  SetNow(time);
+  record.set_provider(v1::PROVIDER_ANTHROPIC);
+  record.set_model(kModel);
+}
+
 }  // namespace
 
 std::string RequestId(int64_t turn) {
@@ -33,13 +47,7 @@ std::string RequestId(int64_t turn) {
 
 v1::Snapshot MakeSnapshot(const LaneId& lane, int64_t turn, int tool_count) {
   v1::Snapshot snapshot;
-  snapshot.set_agent(lane.agent);
-  snapshot.set_session_id(lane.session_id);
-  snapshot.set_lane("main");
-  snapshot.set_request_id(RequestId(turn));
-  SetNow(snapshot.mutable_request_time());
-  snapshot.set_provider(v1::PROVIDER_ANTHROPIC);
-  snapshot.set_model(kModel);
+  SetTurn(lane, turn, snapshot, snapshot.mutable_request_time());
   snapshot.set_system_hash(Mix(1));
   static constexpr const char* kSections[] = {"identity", "environment",
                                               "instructions"};
@@ -80,13 +88,7 @@ v1::Usage MakeUsage(const LaneId& lane, int64_t turn) {
   const int64_t read = turn == 0 ? 0 : (broke ? 3'000 : prompt - 900);
   const int64_t write = prompt - read - 12;
   v1::Usage usage;
-  usage.set_agent(lane.agent);
-  usage.set_session_id(lane.session_id);
-  usage.set_lane("main");
-  usage.set_request_id(RequestId(turn));
-  SetNow(usage.mutable_response_time());
-  usage.set_provider(v1::PROVIDER_ANTHROPIC);
-  usage.set_model(kModel);
+  SetTurn(lane, turn, usage, usage.mutable_response_time());
   v1::NormalizedUsage* normalized = usage.mutable_normalized();
   normalized->set_uncached_input_tokens(12);
   normalized->set_cache_read_tokens(read);

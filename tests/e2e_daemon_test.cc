@@ -3,7 +3,6 @@
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
 #include <chrono>
 #include <functional>
@@ -14,6 +13,7 @@
 #include "cachewatch/v1/service.grpc.pb.h"
 #include "health.grpc.pb.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/stored_rows.h"
 
 namespace cachewatch {
 namespace {
@@ -124,22 +124,7 @@ class DaemonTest : public ::testing::Test {
   // Runs `sql` on the daemon's database and returns the first column of
   // every row as text.
   std::vector<std::string> Query(const std::string& sql) {
-    sqlite3* db = nullptr;
-    std::vector<std::string> rows;
-    EXPECT_EQ(sqlite3_open_v2(dir_.File("cachewatch.db").c_str(), &db,
-                              SQLITE_OPEN_READONLY, nullptr),
-              SQLITE_OK);
-    sqlite3_stmt* statement = nullptr;
-    EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &statement, nullptr),
-              SQLITE_OK)
-        << sqlite3_errmsg(db);
-    while (statement != nullptr && sqlite3_step(statement) == SQLITE_ROW) {
-      const unsigned char* text = sqlite3_column_text(statement, 0);
-      rows.push_back(text ? reinterpret_cast<const char*>(text) : "NULL");
-    }
-    sqlite3_finalize(statement);
-    sqlite3_close(db);
-    return rows;
+    return testing::StoredRows(dir_.File("cachewatch.db"), sql);
   }
 
   std::string Metrics() {

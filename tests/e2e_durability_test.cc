@@ -1,6 +1,5 @@
 // Durability end to end: an acknowledged record survives SIGKILL and a
 // graceful shutdown under load, and lanes continue across the restart.
-#include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -16,48 +15,20 @@
 #include "cachewatch/v1/service.grpc.pb.h"
 #include "health.grpc.pb.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/stored_rows.h"
+#include "tests/support/turn_records.h"
 
 namespace cachewatch {
 namespace {
 
-using google::protobuf::util::TimeUtil;
 using testing::DaemonProcess;
+using testing::StoredRowSet;
 using testing::TempDir;
+using testing::TurnSnapshot;
+using testing::TurnUsage;
 
-const int64_t kStartUs =
-    TimeUtil::TimestampToMicroseconds(TimeUtil::GetCurrentTime()) -
-    300LL * 1'000'000;
-
-v1::Snapshot Snapshot(const std::string& session, int turn) {
-  v1::Snapshot snapshot;
-  snapshot.set_agent("load");
-  snapshot.set_session_id(session);
-  snapshot.set_request_id(session + "-" + std::to_string(turn));
-  *snapshot.mutable_request_time() =
-      TimeUtil::MicrosecondsToTimestamp(kStartUs + turn * 1'000'000LL);
-  snapshot.set_provider(v1::PROVIDER_ANTHROPIC);
-  snapshot.set_model("claude-sonnet-4-5");
-  snapshot.set_system_hash(1);
-  for (const char* name : {"Bash", "Read", "Write"}) {
-    v1::ToolRef* tool = snapshot.add_tools();
-    tool->set_name(name);
-    tool->set_schema_hash(name[0]);
-  }
-  return snapshot;
-}
-
-v1::Usage Usage(const std::string& session, int turn) {
-  v1::Usage usage;
-  usage.set_agent("load");
-  usage.set_session_id(session);
-  usage.set_request_id(session + "-" + std::to_string(turn));
-  *usage.mutable_response_time() =
-      TimeUtil::MicrosecondsToTimestamp(kStartUs + turn * 1'000'000LL + 500);
-  usage.set_provider(v1::PROVIDER_ANTHROPIC);
-  usage.mutable_normalized()->set_cache_read_tokens(turn == 0 ? 0 : 20000);
-  usage.mutable_normalized()->set_cache_write_tokens(turn == 0 ? 20000 : 100);
-  return usage;
-}
+// The agent every simulated client reports as.
+constexpr char kAgent[] = "load";
 
 // Several clients record turns as fast as they can; every acknowledged
 // usage's request id is kept.
@@ -72,7 +43,7 @@ class Load {
         for (int turn = 0; !stop_; ++turn) {
           grpc::ClientContext snapshot_context;
           v1::RecordSnapshotRequest snapshot;
-          *snapshot.mutable_snapshot() = Snapshot(session, turn);
+          *snapshot.mutable_snapshot() = TurnSnapshot(kAgent, session, turn);
           v1::RecordSnapshotResponse ignored;
           if (!stub->RecordSnapshot(&snapshot_context, snapshot, &ignored)
                    .ok()) {
@@ -80,7 +51,7 @@ class Load {
           }
           grpc::ClientContext usage_context;
           v1::RecordUsageRequest usage;
-          *usage.mutable_usage() = Usage(session, turn);
+          *usage.mutable_usage() = TurnUsage(kAgent, session, turn);
           v1::RecordUsageResponse response;
           if (!stub->RecordUsage(&usage_context, usage, &response).ok()) {
             return;
@@ -111,22 +82,8 @@ class Load {
 };
 
 std::set<std::string> StoredUsages(const std::string& db_path) {
-  sqlite3* db = nullptr;
-  std::set<std::string> ids;
-  EXPECT_EQ(
-      sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr),
-      SQLITE_OK);
-  sqlite3_stmt* statement = nullptr;
-  sqlite3_prepare_v2(db,
-                     "SELECT request_id FROM turns WHERE usage_received = 1",
-                     -1, &statement, nullptr);
-  while (sqlite3_step(statement) == SQLITE_ROW) {
-    ids.insert(
-        reinterpret_cast<const char*>(sqlite3_column_text(statement, 0)));
-  }
-  sqlite3_finalize(statement);
-  sqlite3_close(db);
-  return ids;
+  return StoredRowSet(db_path,
+                      "SELECT request_id FROM turns WHERE usage_received = 1");
 }
 
 void ExpectAllStored(const std::set<std::string>& acked,
@@ -165,7 +122,7 @@ TEST(DurabilityTest, AcknowledgedRecordsSurviveSigkill) {
     }
   }
   ASSERT_GE(last_turn, 0);
-  v1::Snapshot next = Snapshot("session-0", last_turn + 100);
+  v1::Snapshot next = TurnSnapshot(kAgent, "session-0", last_turn + 100);
   next.set_system_hash(2);
   grpc::ClientContext snapshot_context;
   v1::RecordSnapshotRequest snapshot;
@@ -174,7 +131,7 @@ TEST(DurabilityTest, AcknowledgedRecordsSurviveSigkill) {
   ASSERT_TRUE(stub->RecordSnapshot(&snapshot_context, snapshot, &ignored).ok());
   grpc::ClientContext usage_context;
   v1::RecordUsageRequest usage;
-  *usage.mutable_usage() = Usage("session-0", last_turn + 100);
+  *usage.mutable_usage() = TurnUsage(kAgent, "session-0", last_turn + 100);
   usage.mutable_usage()->mutable_normalized()->set_cache_read_tokens(0);
   usage.mutable_usage()->mutable_normalized()->set_cache_write_tokens(20000);
   v1::RecordUsageResponse response;
@@ -234,12 +191,13 @@ TEST(DurabilityTest, FullStoreRefusesDegradesAndRecovers) {
   auto stub = daemon.NewStub();
   std::set<std::string> acked;
   for (int turn = 0; turn < 5; ++turn) {
-    ASSERT_TRUE(SendSnapshot(*stub, Snapshot("precious", turn)).ok());
+    ASSERT_TRUE(
+        SendSnapshot(*stub, TurnSnapshot(kAgent, "precious", turn)).ok());
     acked.insert("precious-" + std::to_string(turn));
   }
   grpc::Status refused;
   auto filler = [](int turn) {
-    v1::Snapshot snapshot = Snapshot("filler", turn);
+    v1::Snapshot snapshot = TurnSnapshot(kAgent, "filler", turn);
     for (int block = 0; block < 4000; ++block) {
       snapshot.add_message_chain(turn * 100000 + block);
     }
@@ -280,24 +238,12 @@ TEST(DurabilityTest, FullStoreRefusesDegradesAndRecovers) {
             SQLITE_OK);
   sqlite3_close(admin);
 
-  grpc::Status resumed = SendSnapshot(*stub, Snapshot("precious", 100));
+  grpc::Status resumed =
+      SendSnapshot(*stub, TurnSnapshot(kAgent, "precious", 100));
   EXPECT_TRUE(resumed.ok()) << resumed.error_message();
   acked.insert("precious-100");
-  sqlite3* reader = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &reader, SQLITE_OPEN_READONLY, nullptr),
-            SQLITE_OK);
-  sqlite3_stmt* statement = nullptr;
-  sqlite3_prepare_v2(reader,
-                     "SELECT request_id FROM turns WHERE session_id = "
-                     "'precious'",
-                     -1, &statement, nullptr);
-  std::set<std::string> stored;
-  while (sqlite3_step(statement) == SQLITE_ROW) {
-    stored.insert(
-        reinterpret_cast<const char*>(sqlite3_column_text(statement, 0)));
-  }
-  sqlite3_finalize(statement);
-  sqlite3_close(reader);
+  const std::set<std::string> stored = StoredRowSet(
+      db, "SELECT request_id FROM turns WHERE session_id = 'precious'");
   EXPECT_EQ(stored, acked);
   EXPECT_EQ(daemon.Stop(), 0);
 }

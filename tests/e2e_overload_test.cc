@@ -3,7 +3,6 @@
 // the daemon's memory bounded by the lane cap (peak RSS is measured).
 //
 // CACHEWATCH_TEST_LANES overrides the number of lanes (default 1,000,000).
-#include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -20,53 +19,19 @@
 
 #include "cachewatch/v1/service.grpc.pb.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/stored_rows.h"
+#include "tests/support/turn_records.h"
 
 namespace cachewatch {
 namespace {
 
-using google::protobuf::util::TimeUtil;
 using testing::DaemonProcess;
+using testing::StoredRowSet;
 using testing::TempDir;
+using testing::TurnSnapshot;
 
-const int64_t kStartUs =
-    TimeUtil::TimestampToMicroseconds(TimeUtil::GetCurrentTime()) -
-    300LL * 1'000'000;
-
-v1::Snapshot Snapshot(const std::string& session) {
-  v1::Snapshot snapshot;
-  snapshot.set_agent("overload");
-  snapshot.set_session_id(session);
-  snapshot.set_request_id(session + "-0");
-  *snapshot.mutable_request_time() =
-      TimeUtil::MicrosecondsToTimestamp(kStartUs);
-  snapshot.set_provider(v1::PROVIDER_ANTHROPIC);
-  snapshot.set_model("claude-sonnet-4-5");
-  snapshot.set_system_hash(1);
-  for (const char* name : {"Bash", "Read", "Write"}) {
-    v1::ToolRef* tool = snapshot.add_tools();
-    tool->set_name(name);
-    tool->set_schema_hash(name[0]);
-  }
-  return snapshot;
-}
-
-std::set<std::string> StoredSessions(const std::string& db_path) {
-  sqlite3* db = nullptr;
-  std::set<std::string> sessions;
-  EXPECT_EQ(
-      sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr),
-      SQLITE_OK);
-  sqlite3_stmt* statement = nullptr;
-  sqlite3_prepare_v2(db, "SELECT session_id FROM turns", -1, &statement,
-                     nullptr);
-  while (sqlite3_step(statement) == SQLITE_ROW) {
-    sessions.insert(
-        reinterpret_cast<const char*>(sqlite3_column_text(statement, 0)));
-  }
-  sqlite3_finalize(statement);
-  sqlite3_close(db);
-  return sessions;
-}
+// Every lane has one turn, turn 0, sent by this agent.
+constexpr char kAgent[] = "overload";
 
 // The store's writer is held up by another process's write transaction, so
 // records pile up: beyond --max-queued-records the daemon refuses at once
@@ -96,7 +61,7 @@ TEST(OverloadTest, FullWriteQueuePushesBackThenDrains) {
       const std::string session = "client-" + std::to_string(c);
       grpc::ClientContext context;
       v1::RecordSnapshotRequest request;
-      *request.mutable_snapshot() = Snapshot(session);
+      *request.mutable_snapshot() = TurnSnapshot(kAgent, session, 0);
       v1::RecordSnapshotResponse response;
       const grpc::Status status =
           stub->RecordSnapshot(&context, request, &response);
@@ -137,7 +102,7 @@ TEST(OverloadTest, FullWriteQueuePushesBackThenDrains) {
   EXPECT_TRUE(unexpected.empty()) << unexpected.front();
   EXPECT_EQ(acked.size() + refused.size(), static_cast<size_t>(kClients));
   EXPECT_GE(acked.size(), 1u);
-  EXPECT_EQ(StoredSessions(db), acked);
+  EXPECT_EQ(StoredRowSet(db, "SELECT session_id FROM turns"), acked);
   EXPECT_EQ(daemon.Stop(), 0);
 }
 
@@ -166,7 +131,7 @@ int64_t SendDistinctLanes(DaemonProcess& daemon, int64_t first_lane,
       for (int64_t lane = first_lane + s; lane < first_lane + lanes;
            lane += streams) {
         const std::string session = "lane-" + std::to_string(lane);
-        *snapshot.mutable_snapshot() = Snapshot(session);
+        *snapshot.mutable_snapshot() = TurnSnapshot(kAgent, session, 0);
         credits.acquire();
         if (!stream->Write(snapshot)) break;
       }

@@ -9,13 +9,19 @@ import Anthropic from '@anthropic-ai/sdk';
 import { instrumentAnthropic, Reporter } from '../src/index.js';
 import * as daemon from './support/daemon.js';
 import { anthropicUsage, PREFIX_TOKENS } from './support/provider_server.js';
-import { Call, collect, readText, runCalls, toolOrderTests } from './support/sdk_runs.js';
+import {
+  Call, collect, expectSnapshotOnly, instrumented, readText, runCalls, Sdk, toolOrderTests,
+} from './support/sdk_runs.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 const d = daemon.useDaemon('anthropic-sdk');
 const AGENT = 'ts-anthropic-sdk';
 
-const client = (url: string) => new Anthropic({ apiKey: 'test', baseURL: url, maxRetries: 0 });
+const SDK: Sdk<Anthropic> = {
+  daemon: d, agent: AGENT,
+  client: (url) => new Anthropic({ apiKey: 'test', baseURL: url, maxRetries: 0 }),
+  instrument: (c, reporter, opts) => instrumentAnthropic(c, reporter, opts),
+};
 
 const TOOLS = ['shell', 'read_file', 'mcp__github__search'].map((name) => ({
   name, description: `the ${name} tool`, input_schema: { type: 'object', properties: { arg: { type: 'string' } } },
@@ -59,19 +65,16 @@ const CALLS: Record<string, Call<Anthropic>> = {
 };
 
 toolOrderTests<Anthropic>({
-  name: 'anthropic', sessionPrefix: 'an', daemon: d, agent: AGENT, client,
-  instrument: (c, reporter, opts) => instrumentAnthropic(c, reporter, opts),
-  params, tools: TOOLS, toolName: (t) => t.name, calls: CALLS,
+  ...SDK, name: 'anthropic', sessionPrefix: 'an', params, tools: TOOLS, toolName: (t) => t.name, calls: CALLS,
 });
 
 test('anthropic: the usage reported is the Message usage, or message_start\'s merged with message_delta\'s', async () => {
   const reporter = new Reporter({ address: d.address });
   let n = 0;
   const session = 'an-usage';
-  await runCalls((url) => instrumentAnthropic(client(url), reporter, {
-    agent: AGENT, sessionId: session, requestId: () => `u${n++}`,
-  }), async (c, p) => (p.stream ? collect(await stream(c, p)) : c.messages.create(p)),
-  [params(session, TOOLS), { ...params(session, TOOLS), stream: true }]);
+  await runCalls(instrumented(SDK, reporter, { sessionId: session, requestId: () => `u${n++}` }),
+    async (c, p) => (p.stream ? collect(await stream(c, p)) : c.messages.create(p)),
+    [params(session, TOOLS), { ...params(session, TOOLS), stream: true }]);
   await daemon.drain(reporter, 4);
   assert.deepEqual(await daemon.turns(d.db, session, 2), [`u0|1|0|12`, `u1|1|${PREFIX_TOKENS}|12`]);
   const raw = daemon.sql(d.db, `SELECT raw_usage_json FROM turns WHERE session_id = '${session}' ORDER BY request_id`)
@@ -87,15 +90,7 @@ test('anthropic: .asResponse() gives the caller the unread body; the snapshot is
     const response = await c.messages.create(p).asResponse();
     return { status: response.status, body: await response.json() };
   };
-  const plain = await runCalls(client, call, [params(session, TOOLS)]);
-  const reporter = new Reporter({ address: d.address });
-  const got = await runCalls((url) => instrumentAnthropic(client(url), reporter, {
-    agent: AGENT, sessionId: session, requestId: () => 'r0',
-  }), call, [params(session, TOOLS)]);
-  assert.deepEqual(got.outputs, plain.outputs);
-  await daemon.drain(reporter, 1);
-  assert.deepEqual(daemon.sql(d.db, `SELECT request_id, snapshot_received, usage_received FROM turns
-    WHERE session_id = '${session}'`), ['r0|1|0']);
+  await expectSnapshotOnly(SDK, session, 'r0', call, params(session, TOOLS));
 });
 
 test('anthropic: a deferred tool is still sent; the snapshot lists only the prefix tools', async () => {
@@ -103,9 +98,8 @@ test('anthropic: a deferred tool is still sent; the snapshot lists only the pref
   const deferred = { ...TOOLS[0], name: 'web_fetch', defer_loading: true };
   const search = { type: 'tool_search_tool_regex_20251119', name: 'tool_search_tool_regex' };
   const reporter = new Reporter({ address: d.address });
-  const got = await runCalls((url) => instrumentAnthropic(client(url), reporter, {
-    agent: AGENT, sessionId: session, requestId: () => 'd0',
-  }), async (c, p) => c.messages.create(p), [params(session, [deferred, ...TOOLS, search])]);
+  const got = await runCalls(instrumented(SDK, reporter, { sessionId: session, requestId: () => 'd0' }),
+    async (c, p) => c.messages.create(p), [params(session, [deferred, ...TOOLS, search])]);
   assert.deepEqual(JSON.parse(got.bodies[0]).tools.map((t: any) => t.name),
     ['mcp__github__search', 'read_file', 'shell', 'tool_search_tool_regex', 'web_fetch']);
   await daemon.drain(reporter, 2);

@@ -10,15 +10,19 @@ import OpenAI from 'openai';
 import { instrumentOpenAI, Reporter } from '../src/index.js';
 import * as daemon from './support/daemon.js';
 import { chatUsage, OPENAI_CACHED_TOKENS, responsesUsage } from './support/provider_server.js';
-import { Call, collect, readText, runCalls, toolOrderTests } from './support/sdk_runs.js';
+import {
+  Call, collect, expectSnapshotOnly, instrumented, readText, runCalls, Sdk, toolOrderTests,
+} from './support/sdk_runs.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 const d = daemon.useDaemon('openai-sdk');
 const AGENT = 'ts-openai-sdk';
 
-const client = (url: string) => new OpenAI({ apiKey: 'test', baseURL: `${url}/v1`, maxRetries: 0 });
-const instrument = (c: OpenAI, reporter: Reporter, opts: Parameters<typeof instrumentOpenAI>[2]) =>
-  instrumentOpenAI(c, reporter, opts);
+const SDK: Sdk<OpenAI> = {
+  daemon: d, agent: AGENT,
+  client: (url) => new OpenAI({ apiKey: 'test', baseURL: `${url}/v1`, maxRetries: 0 }),
+  instrument: (c, reporter, opts) => instrumentOpenAI(c, reporter, opts),
+};
 
 const NAMES = ['shell', 'read_file', 'mcp__github__search'];
 const schema = { type: 'object', properties: { arg: { type: 'string' } }, required: ['arg'], additionalProperties: false };
@@ -61,7 +65,7 @@ const CHAT_CALLS: Record<string, Call<OpenAI>> = {
 };
 
 toolOrderTests<OpenAI>({
-  name: 'openai chat', sessionPrefix: 'oa-chat', daemon: d, agent: AGENT, client, instrument,
+  ...SDK, name: 'openai chat', sessionPrefix: 'oa-chat',
   params: chatParams, tools: CHAT_TOOLS, toolName: (t) => t.function.name, calls: CHAT_CALLS,
 });
 
@@ -103,7 +107,7 @@ const RESPONSES_CALLS: Record<string, Call<OpenAI>> = {
 };
 
 toolOrderTests<OpenAI>({
-  name: 'openai responses', sessionPrefix: 'oa-resp', daemon: d, agent: AGENT, client, instrument,
+  ...SDK, name: 'openai responses', sessionPrefix: 'oa-resp',
   params: responsesParams, tools: RESPONSES_TOOLS, toolName: (t) => t.name, calls: RESPONSES_CALLS,
 });
 
@@ -119,9 +123,8 @@ test('openai: the usage reported is the response\'s, the stream\'s usage chunk, 
     (c: OpenAI) => c.responses.create(responsesParams(session, RESPONSES_TOOLS)),
     async (c: OpenAI) => collect(await responsesStream(c, responsesParams(session, RESPONSES_TOOLS))),
   ];
-  await runCalls((url) => instrument(client(url), reporter, {
-    agent: AGENT, sessionId: session, requestId: () => `u${n++}`,
-  }), async (c, i) => calls[i](c), [0, 1, 2, 3]);
+  await runCalls(instrumented(SDK, reporter, { sessionId: session, requestId: () => `u${n++}` }),
+    async (c, i) => calls[i](c), [0, 1, 2, 3]);
   await daemon.drain(reporter, 8);
   assert.deepEqual(await daemon.turns(d.db, session, 4),
     ['u0|1|0|12', `u1|1|${OPENAI_CACHED_TOKENS}|12`, 'u2|1|0|12', `u3|1|${OPENAI_CACHED_TOKENS}|12`]);
@@ -136,15 +139,7 @@ test('openai: a chat stream without stream_options.include_usage reports no usag
   const session = 'oa-no-usage';
   const call: Call<OpenAI> = async (c, p) =>
     collect(await c.chat.completions.create({ ...p, stream: true } as OpenAI.ChatCompletionCreateParamsStreaming));
-  const plain = await runCalls(client, call, [chatParams(session, CHAT_TOOLS)]);
-  const reporter = new Reporter({ address: d.address });
-  const got = await runCalls((url) => instrument(client(url), reporter, {
-    agent: AGENT, sessionId: session, requestId: () => 'n0',
-  }), call, [chatParams(session, CHAT_TOOLS)]);
-  assert.deepEqual(got.outputs, plain.outputs);
-  await daemon.drain(reporter, 1);
-  assert.deepEqual(daemon.sql(d.db, `SELECT request_id, snapshot_received, usage_received FROM turns
-    WHERE session_id = '${session}'`), ['n0|1|0']);
+  await expectSnapshotOnly(SDK, session, 'n0', call, chatParams(session, CHAT_TOOLS));
 });
 
 test('openai: .asResponse() gives the caller the unread body; the snapshot is reported, no usage', async () => {
@@ -153,13 +148,5 @@ test('openai: .asResponse() gives the caller the unread body; the snapshot is re
     const response = await c.chat.completions.create(p).asResponse();
     return { status: response.status, body: await response.json() };
   };
-  const plain = await runCalls(client, call, [chatParams(session, CHAT_TOOLS)]);
-  const reporter = new Reporter({ address: d.address });
-  const got = await runCalls((url) => instrument(client(url), reporter, {
-    agent: AGENT, sessionId: session, requestId: () => 'r0',
-  }), call, [chatParams(session, CHAT_TOOLS)]);
-  assert.deepEqual(got.outputs, plain.outputs);
-  await daemon.drain(reporter, 1);
-  assert.deepEqual(daemon.sql(d.db, `SELECT request_id, snapshot_received, usage_received FROM turns
-    WHERE session_id = '${session}'`), ['r0|1|0']);
+  await expectSnapshotOnly(SDK, session, 'r0', call, chatParams(session, CHAT_TOOLS));
 });

@@ -8,6 +8,10 @@
 //     hits, the daemon sees no break; the bodies are byte-identical to those of
 //     an uninstrumented client that sorted the tools itself.
 // One test per way of calling (`calls`) and per policy, each with its own session.
+// Also the pieces the SDK test files share: a client wrapped for a session
+// (`instrumented`), and the check that a call whose usage the wrapper cannot
+// read still gives the caller what a plain client gives and reports the
+// snapshot alone (`expectSnapshotOnly`).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { InstrumentOptions, Reporter } from '../../src/index.js';
@@ -55,16 +59,42 @@ export async function readText(stream: ReadableStream<Uint8Array>): Promise<stri
   return new Response(stream).text();
 }
 
-export interface ApiUnderTest<C> {
-  /** Test name prefix, e.g. 'anthropic messages'. */
-  name: string;
-  /** Session id prefix; unique per API in the file. */
-  sessionPrefix: string;
+/** One SDK: how to build a plain client and wrap it, and the daemon and agent it reports to and as. */
+export interface Sdk<C> {
   daemon: daemon.TestDaemon;
   agent: string;
   /** A real SDK client talking to the server at `url`. */
   client(url: string): C;
   instrument(client: C, reporter: Reporter, opts: InstrumentOptions): C;
+}
+
+/** For runCalls: a client for `url` wrapped to report to `reporter` as `sdk.agent`, with these options. */
+export function instrumented<C>(sdk: Sdk<C>, reporter: Reporter, opts: Omit<InstrumentOptions, 'agent'>):
+  (url: string) => C {
+  return (url) => sdk.instrument(sdk.client(url), reporter, { agent: sdk.agent, ...opts });
+}
+
+/**
+ * Makes one call with `params` by a plain client and by a wrapped one (request id `requestId` in `session`): the
+ * caller gets the same from both, and the daemon stores the turn's snapshot and no usage.
+ */
+export async function expectSnapshotOnly<C>(sdk: Sdk<C>, session: string, requestId: string, call: Call<C>,
+  params: Json): Promise<void> {
+  const plain = await runCalls((url) => sdk.client(url), call, [params]);
+  const reporter = new Reporter({ address: sdk.daemon.address });
+  const got = await runCalls(instrumented(sdk, reporter, { sessionId: session, requestId: () => requestId }), call,
+    [params]);
+  assert.deepEqual(got.outputs, plain.outputs);
+  await daemon.drain(reporter, 1);
+  assert.deepEqual(daemon.sql(sdk.daemon.db, `SELECT request_id, snapshot_received, usage_received FROM turns
+    WHERE session_id = '${session}'`), [`${requestId}|1|0`]);
+}
+
+export interface ApiUnderTest<C> extends Sdk<C> {
+  /** Test name prefix, e.g. 'anthropic messages'. */
+  name: string;
+  /** Session id prefix; unique per API in the file. */
+  sessionPrefix: string;
   /** The request body of one turn of `session` with these tools. */
   params(session: string, tools: Json[]): Json;
   /** Three tools, in their first registration order. */
@@ -83,11 +113,9 @@ export function toolOrderTests<C>(api: ApiUnderTest<C>): void {
   const policies = (session: string) => daemon.sql(api.daemon.db,
     `SELECT DISTINCT tool_order_policy FROM turns WHERE session_id = '${session}'`);
   Object.entries(api.calls).forEach(([kind, call], i) => {
-    const instrumented = (reporter: Reporter, session: string, applyToolOrder: boolean) => {
+    const wrapped = (reporter: Reporter, session: string, applyToolOrder: boolean) => {
       let n = 0;
-      return (url: string) => api.instrument(api.client(url), reporter, {
-        agent: api.agent, sessionId: session, applyToolOrder, requestId: () => `t${n++}`,
-      });
+      return instrumented(api, reporter, { sessionId: session, applyToolOrder, requestId: () => `t${n++}` });
     };
 
     test(`${api.name}, ${kind}: tools sent as registered → tools_order_changed; nothing the SDK sends or returns changes`,
@@ -96,7 +124,7 @@ export function toolOrderTests<C>(api: ApiUnderTest<C>): void {
         const params = registrations.map((tools) => api.params(session, tools));
         const plain = await runCalls((url) => api.client(url), call, params);
         const reporter = new Reporter({ address: api.daemon.address });
-        const got = await runCalls(instrumented(reporter, session, false), call, params);
+        const got = await runCalls(wrapped(reporter, session, false), call, params);
         assert.deepEqual(got.bodies, plain.bodies);
         assert.deepEqual(got.outputs, plain.outputs);
         await daemon.drain(reporter, 4);
@@ -115,7 +143,7 @@ export function toolOrderTests<C>(api: ApiUnderTest<C>): void {
       const plain = await runCalls((url) => api.client(url), call, sorted);
       const reporter = new Reporter({ address: api.daemon.address });
       const params = registrations.map((tools) => api.params(session, tools));
-      const got = await runCalls(instrumented(reporter, session, true), call, params);
+      const got = await runCalls(wrapped(reporter, session, true), call, params);
       assert.deepEqual(got.bodies, plain.bodies);
       assert.deepEqual(got.outputs, plain.outputs);
       await daemon.drain(reporter, 4);
