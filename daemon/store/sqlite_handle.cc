@@ -71,12 +71,14 @@ absl::StatusOr<Database> Database::Open(const std::string& path, bool create) {
 }
 
 Database::Database(Database&& other) noexcept
-    : db_(std::exchange(other.db_, nullptr)) {}
+    : db_(std::exchange(other.db_, nullptr)),
+      wal_hook_(std::move(other.wal_hook_)) {}
 
 Database& Database::operator=(Database&& other) noexcept {
   if (this != &other) {
     sqlite3_close_v2(db_);
     db_ = std::exchange(other.db_, nullptr);
+    wal_hook_ = std::move(other.wal_hook_);
   }
   return *this;
 }
@@ -107,6 +109,26 @@ absl::Status Database::Error(int rc, std::string_view what) const {
 bool Database::InTransaction() const { return !sqlite3_get_autocommit(db_); }
 
 int64_t Database::Changes() const { return sqlite3_changes64(db_); }
+
+void Database::HandOffCheckpoints(
+    std::function<void(int wal_pages)> after_commit, int fallback_pages) {
+  wal_hook_ = std::make_unique<WalHook>(
+      WalHook{std::move(after_commit), fallback_pages});
+  // Replaces the automatic checkpoint, which is itself a WAL hook.
+  sqlite3_wal_hook(db_, &Database::OnWalCommit, wal_hook_.get());
+}
+
+int Database::OnWalCommit(void* hook, sqlite3* db, const char* schema,
+                          int wal_pages) {
+  const WalHook& wal_hook = *static_cast<const WalHook*>(hook);
+  wal_hook.after_commit(wal_pages);
+  if (wal_pages >= wal_hook.fallback_pages) {
+    // What the automatic checkpoint would do. Its failure (a reader still
+    // on old pages) leaves the WAL for a later try, as SQLite's does.
+    sqlite3_wal_checkpoint(db, schema);
+  }
+  return SQLITE_OK;
+}
 
 Statement::Statement(Statement&& other) noexcept
     : stmt_(std::exchange(other.stmt_, nullptr)),

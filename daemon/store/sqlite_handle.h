@@ -17,6 +17,8 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -58,10 +60,29 @@ class Database {
   // Rows inserted, updated or deleted by the last statement.
   int64_t Changes() const;
 
+  // Takes WAL checkpoints off this connection's commits. SQLite's automatic
+  // checkpoint runs inside the COMMIT that takes the WAL past 1000 pages, on
+  // the committing thread; instead, `after_commit` is called there after
+  // every commit with the pages now in the WAL (it must not block), and
+  // checkpoints are left to another connection. Only a WAL of
+  // `fallback_pages` or more (the other connection falling behind) is still
+  // checkpointed here, so the WAL cannot grow without bound.
+  void HandOffCheckpoints(std::function<void(int wal_pages)> after_commit,
+                          int fallback_pages);
+
  private:
+  struct WalHook {
+    std::function<void(int wal_pages)> after_commit;
+    int fallback_pages;
+  };
+  static int OnWalCommit(void* hook, sqlite3* db, const char* schema,
+                         int wal_pages);
+
   explicit Database(sqlite3* db) : db_(db) {}
 
   sqlite3* db_ = nullptr;
+  // Registered with db_ by HandOffCheckpoints; outlives it.
+  std::unique_ptr<WalHook> wal_hook_;
 };
 
 // A prepared statement. Move-only; finalized on destruction.

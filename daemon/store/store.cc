@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/store/checkpointer.h"
 #include "daemon/store/read_connection.h"
 #include "daemon/store/write_connection.h"
 
@@ -14,6 +15,11 @@ namespace {
 
 // Rows of each kind one retention transaction deletes at most.
 constexpr int kRetentionBatchRows = 1000;
+// WAL pages past which the checkpointer runs (SQLite's automatic checkpoint
+// threshold), and past which a commit checkpoints itself because the
+// checkpointer has fallen behind (~40 MiB of WAL).
+constexpr int kCheckpointPages = 1000;
+constexpr int kCommitCheckpointPages = 10000;
 
 }  // namespace
 
@@ -38,16 +44,27 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(
   absl::StatusOr<std::unique_ptr<ReadConnection>> reader =
       ReadConnection::Open(options.path);
   if (!reader.ok()) return reader.status();
-  return std::unique_ptr<Store>(
-      new Store(options, *std::move(writer), *std::move(reader)));
+  absl::StatusOr<std::unique_ptr<Checkpointer>> checkpointer =
+      Checkpointer::Open(options.path, kCheckpointPages);
+  if (!checkpointer.ok()) return checkpointer.status();
+  (*writer)->HandOffCheckpoints(
+      [checkpointer = checkpointer->get()](int wal_pages) {
+        checkpointer->WalGrew(wal_pages);
+      },
+      kCommitCheckpointPages);
+  return std::unique_ptr<Store>(new Store(options, *std::move(writer),
+                                          *std::move(reader),
+                                          *std::move(checkpointer)));
 }
 
 Store::Store(const StoreOptions& options,
              std::unique_ptr<WriteConnection> writer,
-             std::unique_ptr<ReadConnection> reader)
+             std::unique_ptr<ReadConnection> reader,
+             std::unique_ptr<Checkpointer> checkpointer)
     : options_(options),
       writer_(std::move(writer)),
-      reader_(std::move(reader)) {}
+      reader_(std::move(reader)),
+      checkpointer_(std::move(checkpointer)) {}
 
 Store::~Store() {
   std::lock_guard<std::mutex> lock(queue_mu_);
@@ -212,6 +229,7 @@ StoreStats Store::stats() const {
   std::lock_guard<std::mutex> lock(queue_mu_);
   StoreStats stats = stats_;
   stats.queued_records = queued_records_;
+  stats.checkpoints = checkpointer_->stats().checkpoints;
   return stats;
 }
 

@@ -10,7 +10,8 @@
 // everything queued (up to max_batch_records) in one transaction. Batches
 // thus grow with the load and the commit time, not with a timer. Each
 // Write() returns once its records are durable. Writes are idempotent per
-// (lane key, request id, kind): a retry changes nothing.
+// (lane key, request id, kind): a retry changes nothing. WAL checkpoints run
+// on a thread of their own (checkpointer.h), not inside a commit.
 //
 // A lane key whose lane is empty means lane "main", in writes and queries.
 //
@@ -42,6 +43,7 @@
 
 namespace cachewatch {
 
+class Checkpointer;
 class ReadConnection;
 class WriteConnection;
 
@@ -82,6 +84,8 @@ struct StoreStats {
   std::chrono::microseconds last_commit_duration{0};
   bool last_commit_failed = false;
   std::string last_error;  // Of the last failed commit; empty if none.
+  // WAL checkpoints run off the commit path (checkpointer.h).
+  int64_t checkpoints = 0;
 };
 
 class Store {
@@ -155,7 +159,8 @@ class Store {
   struct PendingWrite;
 
   Store(const StoreOptions& options, std::unique_ptr<WriteConnection> writer,
-        std::unique_ptr<ReadConnection> reader);
+        std::unique_ptr<ReadConnection> reader,
+        std::unique_ptr<Checkpointer> checkpointer);
 
   // Called by the leader (the write at the queue's front, no commit in
   // flight): waits up to max_batch_delay for a full batch, then takes the
@@ -191,6 +196,9 @@ class Store {
 
   std::mutex reader_mu_;
   const std::unique_ptr<ReadConnection> reader_ ABSL_PT_GUARDED_BY(reader_mu_);
+
+  // Thread-safe. Declared last, so stopped before the connections close.
+  const std::unique_ptr<Checkpointer> checkpointer_;
 };
 
 }  // namespace cachewatch

@@ -452,6 +452,34 @@ TEST_F(StoreTest, CreatesTheFileWithMode0600InWalMode) {
   sqlite3_close(db);
 }
 
+TEST_F(StoreTest, CheckpointsTheWalOnItsOwnThread) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_TRUE(store->Write({Classified(Key(), "first", v1::VERDICT_OK)}).ok());
+  struct stat info;
+  ASSERT_EQ(::stat(path_.c_str(), &info), 0);
+  const off_t size_before = info.st_size;
+  // Well past the 1000-page threshold: one commit per call, 20 turns each.
+  for (int call = 0; call < 200; ++call) {
+    std::vector<StoreWrite> writes;
+    for (int turn = 0; turn < 20; ++turn) {
+      writes.push_back(Classified(Key(), absl::StrCat("r", call, "-", turn),
+                                  v1::VERDICT_OK));
+    }
+    ASSERT_TRUE(store->Write(std::move(writes)).ok());
+  }
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (store->stats().checkpoints == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(store->stats().checkpoints, 0);
+  // The checkpoint moved committed pages into the database file itself.
+  ASSERT_EQ(::stat(path_.c_str(), &info), 0);
+  EXPECT_GT(info.st_size, size_before);
+  EXPECT_EQ(CountRows("turns"), 4001);
+}
+
 TEST_F(StoreTest, OpenFailsInAMissingDirectory) {
   StoreOptions options = Options();
   options.path = dir_ + "/missing/cachewatch.db";

@@ -350,4 +350,9 @@ absl::Status WriteConnection::SetMaxPageCount(int64_t pages) {
   return pragma->Run();
 }
 
+void WriteConnection::HandOffCheckpoints(
+    std::function<void(int wal_pages)> after_commit, int fallback_pages) {
+  db_.HandOffCheckpoints(std::move(after_commit), fallback_pages);
+}
+
 }  // namespace cachewatch

@@ -7,6 +7,7 @@
 #define CACHEWATCH_DAEMON_STORE_WRITE_CONNECTION_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,10 @@ class WriteConnection {
   // PRAGMA max_page_count: caps the file at `pages` pages, so that writes
   // needing more fail as on a full disk.
   absl::Status SetMaxPageCount(int64_t pages);
+
+  // Database::HandOffCheckpoints on this connection.
+  void HandOffCheckpoints(std::function<void(int wal_pages)> after_commit,
+                          int fallback_pages);
 
  private:
   explicit WriteConnection(Database db) : db_(std::move(db)) {}
