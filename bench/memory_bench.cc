@@ -19,7 +19,9 @@
 // the same. PASS/FAIL: at most 1 KiB per idle lane beyond its tool list,
 // and identical tool lists shared.
 //
-// Usage: memory_bench [--turns=N] (turns per lane; default 4)
+// Usage: memory_bench [--turns=N] [--lanes=N]
+// --turns: turns per lane (default 4); --lanes: build only that many lanes,
+// in this process, and print heap bytes per lane (for heaptrack).
 #include <malloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -190,13 +192,24 @@ int64_t ToolListBytes() {
 
 int Main(int argc, char** argv) {
   int turns = 4;
+  int64_t profile_lanes = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--turns=", 8) == 0) {
       turns = std::atoi(argv[i] + 8);
+    } else if (std::strncmp(argv[i], "--lanes=", 8) == 0) {
+      profile_lanes = std::atoll(argv[i] + 8);
     } else {
-      std::fprintf(stderr, "usage: memory_bench [--turns=N]\n");
+      std::fprintf(stderr, "usage: memory_bench [--turns=N] [--lanes=N]\n");
       return 2;
     }
+  }
+  if (profile_lanes > 0) {
+    // One run in this process, for a heap profiler (heaptrack).
+    const Run run = BuildLanes(profile_lanes, turns, /*unique_lists=*/false);
+    std::printf("%lld lanes: %.0f bytes of heap per lane\n",
+                static_cast<long long>(run.lanes),
+                static_cast<double>(run.heap_bytes) / run.lanes);
+    return 0;
   }
   const int64_t list_bytes = ToolListBytes();
   std::printf(
