@@ -59,10 +59,38 @@ void LaneTracker::Forget(
   lanes_.erase(it);
 }
 
-const v1::TurnClassification* LaneTracker::Remembered(
+LaneTracker::RememberedTurn LaneTracker::RememberedTurn::Of(
+    const std::string& request_id,
+    const v1::TurnClassification& classification) {
+  RememberedTurn remembered;
+  remembered.request_id_hash = RequestIdHash(request_id);
+  remembered.verdict = classification.verdict();
+  remembered.expected_drop = classification.expected_drop();
+  remembered.expected_reuse_tokens = classification.expected_reuse_tokens();
+  remembered.missed_tokens = classification.missed_tokens();
+  if (classification.has_cache_break()) {
+    remembered.cache_break = std::make_shared<const v1::PromptCacheBreak>(
+        classification.cache_break());
+  }
+  return remembered;
+}
+
+v1::TurnClassification LaneTracker::RememberedTurn::Classification() const {
+  v1::TurnClassification classification;
+  classification.set_verdict(verdict);
+  classification.set_expected_drop(expected_drop);
+  classification.set_expected_reuse_tokens(expected_reuse_tokens);
+  classification.set_missed_tokens(missed_tokens);
+  if (cache_break != nullptr)
+    *classification.mutable_cache_break() = *cache_break;
+  return classification;
+}
+
+const LaneTracker::RememberedTurn* LaneTracker::Remembered(
     const Lane& lane, const std::string& request_id) {
-  for (const auto& [id, classification] : lane.recent) {
-    if (id == request_id) return &classification;
+  const uint64_t hash = RequestIdHash(request_id);
+  for (const RememberedTurn& remembered : lane.recent) {
+    if (remembered.request_id_hash == hash) return &remembered;
   }
   return nullptr;
 }
@@ -86,7 +114,7 @@ void LaneTracker::Drain(const LaneKey& key, Lane& lane,
     if (const uint32_t ttl = TtlFromWriteSplit(*turn.usage); ttl > 0) {
       lane.context.observed_ttl_seconds = ttl;
     }
-    lane.recent.emplace_back(turn.request_id, classification);
+    lane.recent.push_back(RememberedTurn::Of(turn.request_id, classification));
     if (lane.recent.size() > options_.remembered_request_ids) {
       lane.recent.erase(lane.recent.begin());
     }
@@ -170,9 +198,9 @@ UsageResult LaneTracker::AddUsage(const v1::Usage& usage,
   const LaneKey key = LaneKeyOf(usage);
   Lane& lane = Touch(key, now_us);
   const std::string& request_id = usage.request_id();
-  if (const v1::TurnClassification* known = Remembered(lane, request_id)) {
+  if (const RememberedTurn* known = Remembered(lane, request_id)) {
     result.outcome = RecordOutcome::kDuplicate;
-    result.classification = *known;
+    result.classification = known->Classification();
     return result;
   }
   auto pending = FindPending(lane, request_id);
@@ -206,8 +234,8 @@ UsageResult LaneTracker::AddUsage(const v1::Usage& usage,
     DropOldestUnpaired(lane);
     Drain(key, lane, result.classified);
   }
-  if (const v1::TurnClassification* known = Remembered(lane, request_id)) {
-    result.classification = *known;
+  if (const RememberedTurn* known = Remembered(lane, request_id)) {
+    result.classification = known->Classification();
   }
   return result;
 }

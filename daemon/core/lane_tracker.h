@@ -10,9 +10,12 @@
 // classification uses the client's timestamps.
 //
 // An idle lane keeps only its baseline (what the classifier compares the
-// next turn with, without the fields its key already holds), the ids of its
-// recent turns and its tool list, which is shared with every other lane of
-// the tracker that sent the same list (ToolListInterner).
+// next turn with, without the fields its key already holds), its recent
+// turns' request ids (as XXH3-64 hashes: two ids of one lane's last
+// `remembered_request_ids` turns sharing a hash, a ~2^-60 event, would make
+// the second a duplicate) with their classifications, and its tool list,
+// which is shared with every other lane of the tracker that sent the same
+// list (ToolListInterner).
 //
 // Not thread-safe: callers serialize access (the daemon shards lanes over
 // several trackers, each behind its own mutex).
@@ -115,21 +118,36 @@ class LaneTracker {
   };
   using PendingKey = std::pair<int64_t, std::string>;  // (time, request id)
 
+  // A classified turn as its lane remembers it, to answer a retry: about
+  // 50 bytes where the request id and a TurnClassification took 120.
+  struct RememberedTurn {
+    uint64_t request_id_hash = 0;  // RequestIdHash().
+    v1::Verdict verdict = v1::VERDICT_UNSPECIFIED;
+    v1::ExpectedDrop expected_drop = v1::EXPECTED_DROP_UNSPECIFIED;
+    int64_t expected_reuse_tokens = 0;
+    int64_t missed_tokens = 0;
+    std::shared_ptr<const v1::PromptCacheBreak> cache_break;  // Breaks only.
+
+    static RememberedTurn Of(const std::string& request_id,
+                             const v1::TurnClassification& classification);
+    v1::TurnClassification Classification() const;
+  };
+
   struct Lane {
     // The baseline: the last classified turn, as Baseline() keeps it.
     std::optional<Turn> last;
     LaneContext context;
     std::map<PendingKey, PendingTurn> pending;
-    // (request id, classification), oldest first.
-    std::vector<std::pair<std::string, v1::TurnClassification>> recent;
+    // Oldest first.
+    std::vector<RememberedTurn> recent;
     int64_t last_active_us = 0;
     std::list<const LaneKey*>::iterator lru_position;
   };
 
   Lane& Touch(const LaneKey& key, int64_t now_us);
   void Forget(std::unordered_map<LaneKey, Lane, LaneKeyHash>::iterator it);
-  static const v1::TurnClassification* Remembered(
-      const Lane& lane, const std::string& request_id);
+  static const RememberedTurn* Remembered(const Lane& lane,
+                                          const std::string& request_id);
   static std::map<PendingKey, PendingTurn>::iterator FindPending(
       Lane& lane, const std::string& request_id);
   // Classifies turns from the front of the lane while they are complete.

@@ -1,6 +1,7 @@
 #include "daemon/core/lane_tracker.h"
 
 #include <gmock/gmock.h>
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -90,6 +91,42 @@ TEST_F(LaneTrackerTest, RetriedRecordsAreDuplicates) {
   EXPECT_THAT(retry.classified, IsEmpty());
   EXPECT_EQ(tracker_.AddSnapshot(snapshot, now_).outcome,
             RecordOutcome::kDuplicate);
+}
+
+// A lane remembers its turns compactly (a request-id hash and the
+// classification's fields); a retry must still get back exactly what the
+// original got, break event included.
+TEST_F(LaneTrackerTest, ARetryGetsExactlyTheOriginalClassification) {
+  std::vector<v1::Snapshot> snapshots = {
+      BaseSnapshot("r1", 0), BaseSnapshot("r2", 30), BaseSnapshot("r3", 60)};
+  snapshots[1].mutable_tools()->SwapElements(0, 1);  // A break.
+  snapshots[2].set_system_hash(77);                  // An announced drop.
+  snapshots[2].set_expected_drop(v1::EXPECTED_DROP_COMPACTION);
+  std::vector<v1::TurnClassification> originals;
+  for (int turn = 0; turn < 3; ++turn) {
+    tracker_.AddSnapshot(Shared(snapshots[turn]), now_);
+    originals.push_back(
+        Complete(snapshots[turn].request_id(), 30.0 * turn, Usage(0, 20000, 10))
+            .classification);
+  }
+  ASSERT_EQ(originals[0].verdict(), v1::VERDICT_COLD_START);
+  ASSERT_EQ(originals[1].verdict(), v1::VERDICT_BREAK);
+  ASSERT_TRUE(originals[1].has_cache_break());
+  ASSERT_EQ(originals[2].verdict(), v1::VERDICT_EXPECTED_DROP);
+  ASSERT_EQ(originals[2].expected_drop(), v1::EXPECTED_DROP_COMPACTION);
+  for (int turn = 0; turn < 3; ++turn) {
+    const UsageResult retry = Complete(snapshots[turn].request_id(),
+                                       30.0 * turn, Usage(0, 20000, 10));
+    EXPECT_EQ(retry.outcome, RecordOutcome::kDuplicate);
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+        retry.classification, originals[turn]))
+        << "turn " << turn << ": " << retry.classification.DebugString()
+        << " vs " << originals[turn].DebugString();
+  }
+  // A request id the lane never saw is not taken for one it did.
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r4", 90)), now_);
+  EXPECT_EQ(Complete("r4", 90, Usage(20000, 0, 10)).outcome,
+            RecordOutcome::kAccepted);
 }
 
 // Snapshots r1 (t=0) and r2 (t=30) are sent; r2's usage arrives first. r2

@@ -29,4 +29,8 @@ std::string BreakIdFor(const LaneKey& key, std::string_view request_id) {
   return absl::StrFormat("%016x", XXH3_64bits(joined.data(), joined.size()));
 }
 
+uint64_t RequestIdHash(std::string_view request_id) {
+  return XXH3_64bits(request_id.data(), request_id.size());
+}
+
 }  // namespace cachewatch

@@ -63,6 +63,9 @@ const google::protobuf::RepeatedPtrField<v1::ToolRef>& ToolsOf(
 // The hex break id of a turn: XXH3-64 of the lane key and request id.
 std::string BreakIdFor(const LaneKey& key, std::string_view request_id);
 
+// XXH3-64 of a request id, as a lane remembers its recent turns.
+uint64_t RequestIdHash(std::string_view request_id);
+
 }  // namespace cachewatch
 
 #endif  // CACHEWATCH_DAEMON_CORE_TURN_H_
