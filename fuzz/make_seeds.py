@@ -11,7 +11,9 @@ realistic and stay in step with the tests:
   snapshot_validation  Snapshot and Usage messages written below in text
   usage_validation     format (the records of daemon/ingest/validation_test.cc
                        and the provider usages above), encoded to the binary
-                       wire format with `protoc --encode`.
+                       wire format with `protoc --encode`;
+  lane_tracker         scripted lane histories (LANE_HISTORIES below), in the
+                       fuzzer's four-bytes-per-operation form.
 
 Run from anywhere: python3 fuzz/make_seeds.py. It (over)writes its seed
 files and leaves other files in the corpus directories alone; it needs
@@ -199,6 +201,44 @@ def write_protos(target, message, records, prefix):
     return len(records)
 
 
+# Lane histories for lane_tracker_fuzzer.cc, after its configuration byte:
+# (operation, lane, request,
+# time in 20 s units, shape) per step. Operations: 0 snapshot, 1 usage,
+# 2 both, 3 expiry. Shape bits: 1 tools swapped, 2 schema changed, 4 system
+# changed, 8 model changed, 16 cache off, 32 history rewritten, 64 expected
+# drop (128: the previous request aborted); for a usage, bits 0-1 pick the
+# cache read and bit 2 a cache write.
+LANE_HISTORIES = {
+    "every_reason": [(2, 0, 0, 0, 0), (2, 0, 1, 1, 3), (2, 0, 2, 2, 1),
+                     (2, 0, 3, 3, 2), (2, 0, 4, 4, 4), (2, 0, 5, 5, 8),
+                     (2, 0, 6, 6, 16), (2, 0, 7, 7, 32), (2, 0, 0, 30, 2)],
+    "out_of_order": [(0, 0, 0, 0, 0), (0, 0, 1, 1, 1), (1, 0, 1, 1, 6),
+                     (1, 0, 0, 0, 2), (1, 0, 1, 1, 6)],
+    "three_lanes_evict": [(2, 0, 0, 0, 0), (2, 1, 0, 1, 4), (2, 2, 0, 2, 8),
+                          (2, 0, 1, 3, 3), (3, 0, 0, 200, 0),
+                          (2, 1, 1, 250, 3)],
+    "unpaired_then_expire": [(0, 0, 0, 0, 0), (0, 0, 1, 1, 0),
+                             (2, 0, 2, 2, 3), (3, 0, 0, 255, 0),
+                             (3, 0, 0, 255, 0), (3, 0, 0, 255, 0),
+                             (2, 0, 3, 3, 3)],
+    "expected_drops": [(2, 0, 0, 0, 0), (2, 0, 1, 1, 64 | 4),
+                       (0, 0, 2, 2, 0), (2, 0, 3, 3, 192), (1, 0, 2, 2, 0)],
+    "more_released_than_remembered": [(0, 0, 0, 0, 0), (2, 0, 1, 1, 3),
+                                      (2, 0, 2, 2, 3), (2, 0, 3, 3, 3),
+                                      (1, 0, 0, 0, 3)],
+}
+
+
+def write_lane_histories():
+    directory = corpus_dir("lane_tracker")
+    for name, steps in LANE_HISTORIES.items():
+        data = bytearray([1])  # The small pending cap of 4 per lane.
+        for operation, lane, request, time, shape in steps:
+            data += bytes([operation | lane << 2, request, time, shape])
+        (directory / f"history_{name}").write_bytes(bytes(data))
+    return len(LANE_HISTORIES)
+
+
 def main():
     cases = usage_normalizer_cases()
     counts = {
@@ -208,6 +248,7 @@ def main():
             "snapshot_validation", "Snapshot", SNAPSHOTS, "snapshot"),
         "usage_validation": write_protos(
             "usage_validation", "Usage", usages(cases), "usage"),
+        "lane_tracker": write_lane_histories(),
     }
     for target, count in counts.items():
         print(f"fuzz/corpus/{target}: {count} seeds")

@@ -234,8 +234,14 @@ UsageResult LaneTracker::AddUsage(const v1::Usage& usage,
     DropOldestUnpaired(lane);
     Drain(key, lane, result.classified);
   }
-  if (const RememberedTurn* known = Remembered(lane, request_id)) {
-    result.classification = known->Classification();
+  // Released by this call, if at all: found among the released turns, not
+  // in `recent`, which may already have forgotten it when the call released
+  // more turns than a lane remembers.
+  for (const ClassifiedTurn& released : result.classified) {
+    if (released.turn.request_id == request_id) {
+      result.classification = released.classification;
+      break;
+    }
   }
   return result;
 }

@@ -129,6 +129,31 @@ TEST_F(LaneTrackerTest, ARetryGetsExactlyTheOriginalClassification) {
             RecordOutcome::kAccepted);
 }
 
+// Found by the lane_tracker fuzzer: r1's usage arrives last and releases r1
+// and the three turns that waited behind it, more than the lane remembers.
+// r1's answer is still r1's classification, not "pending".
+TEST(LaneTrackerReleaseTest, ALateUsageGetsItsOwnClassification) {
+  TrackerOptions options;
+  options.remembered_request_ids = 2;
+  LaneTracker tracker(options, ClassifierOptions());
+  const int64_t now = 5 * kSecond;
+  tracker.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now);
+  for (int turn = 2; turn <= 4; ++turn) {
+    const std::string id = "r" + std::to_string(turn);
+    tracker.AddSnapshot(Shared(BaseSnapshot(id, 30.0 * turn)), now);
+    const v1::NormalizedUsage usage = Usage(20000, 0, 10);
+    EXPECT_EQ(
+        tracker.AddUsage(UsageRecord(id, 30.0 * turn + 2, usage), usage, now)
+            .classification.verdict(),
+        v1::VERDICT_PENDING);
+  }
+  const v1::NormalizedUsage usage = Usage(0, 20000, 10);
+  const UsageResult late =
+      tracker.AddUsage(UsageRecord("r1", 2, usage), usage, now);
+  EXPECT_THAT(Ids(late.classified), ElementsAre("r1", "r2", "r3", "r4"));
+  EXPECT_EQ(late.classification.verdict(), v1::VERDICT_COLD_START);
+}
+
 // Snapshots r1 (t=0) and r2 (t=30) are sent; r2's usage arrives first. r2
 // must wait and then be diffed against r1, not against nothing.
 TEST_F(LaneTrackerTest, OutOfOrderUsageIsDiffedAgainstTheRightTurn) {
