@@ -47,10 +47,9 @@ void Checkpointer::Run() {
     if (closing_) return;
     wanted_ = false;
     lock.unlock();
-    const absl::Status status = db_.Exec("PRAGMA wal_checkpoint(PASSIVE)");
+    db_.Exec("PRAGMA wal_checkpoint(PASSIVE)").IgnoreError();
     lock.lock();
     ++stats_.checkpoints;
-    if (!status.ok()) ++stats_.failed_checkpoints;
   }
 }
 
