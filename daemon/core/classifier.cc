@@ -219,27 +219,50 @@ void SetCost(const ClassifierOptions& options, const Turn& current,
       (paid - price->second.cache_read) / 1e6);
 }
 
-std::vector<v1::Reason> ConsistentReasons(const std::string& provider_reason) {
-  static const auto* const kConsistent =
-      new std::map<std::string, std::vector<v1::Reason>>{
-          {"model_changed", {v1::REASON_MODEL_CHANGED}},
-          {"system_changed", {v1::REASON_SYSTEM_CHANGED}},
-          {"tools_changed",
-           {v1::REASON_TOOLS_ORDER_CHANGED, v1::REASON_TOOLS_SCHEMA_CHANGED,
-            v1::REASON_TOOLS_ADDED, v1::REASON_TOOLS_REMOVED}},
-          {"messages_changed",
-           {v1::REASON_MESSAGES_CHANGED, v1::REASON_REQUEST_OPTIONS_CHANGED}},
-          {"previous_message_not_found",
-           {v1::REASON_MESSAGES_CHANGED,
-            v1::REASON_BREAKPOINT_LOOKBACK_EXCEEDED, v1::REASON_TTL_EXPIRED,
-            v1::REASON_LIKELY_PROVIDER_EVICTION}},
-          {"unavailable",
-           {v1::REASON_CACHE_CONTROL_CHANGED,
-            v1::REASON_REQUEST_OPTIONS_CHANGED,
-            v1::REASON_LIKELY_PROVIDER_EVICTION}},
-      };
+// Our reasons consistent with a provider's word, in Anthropic's
+// cache_miss_reason vocabulary and OpenAI Responses' prompt_cache_diagnostics
+// one (outcomes and miss reasons). Known words with no consistent reason
+// (a cache hit) disagree with every break; unknown words are not compared.
+const std::vector<v1::Reason>* ConsistentReasons(
+    const std::string& provider_reason) {
+  static const auto* const kConsistent = [] {
+    const std::vector<v1::Reason> tools = {
+        v1::REASON_TOOLS_ORDER_CHANGED, v1::REASON_TOOLS_SCHEMA_CHANGED,
+        v1::REASON_TOOLS_ADDED, v1::REASON_TOOLS_REMOVED};
+    const std::vector<v1::Reason> options = {
+        v1::REASON_REQUEST_OPTIONS_CHANGED};
+    const std::vector<v1::Reason> not_found = {
+        v1::REASON_MESSAGES_CHANGED, v1::REASON_BREAKPOINT_LOOKBACK_EXCEEDED,
+        v1::REASON_TTL_EXPIRED, v1::REASON_LIKELY_PROVIDER_EVICTION};
+    return new std::map<std::string, std::vector<v1::Reason>>{
+        // Both.
+        {"model_changed", {v1::REASON_MODEL_CHANGED}},
+        {"tools_changed", tools},
+        {"unavailable",
+         {v1::REASON_CACHE_CONTROL_CHANGED, v1::REASON_REQUEST_OPTIONS_CHANGED,
+          v1::REASON_LIKELY_PROVIDER_EVICTION}},
+        // Anthropic.
+        {"system_changed", {v1::REASON_SYSTEM_CHANGED}},
+        {"messages_changed",
+         {v1::REASON_MESSAGES_CHANGED, v1::REASON_REQUEST_OPTIONS_CHANGED}},
+        {"previous_message_not_found", not_found},
+        // OpenAI Responses.
+        {"comparison_response_not_found", not_found},
+        {"cache_hit", {}},
+        {"input_changed",
+         {v1::REASON_MESSAGES_CHANGED, v1::REASON_SYSTEM_CHANGED}},
+        {"context_compacted", {v1::REASON_MESSAGES_CHANGED}},
+        {"prompt_cache_key_changed",
+         {v1::REASON_REQUEST_OPTIONS_CHANGED,
+          v1::REASON_CACHE_CONTROL_CHANGED}},
+        {"text_format_changed", options},
+        {"reasoning_effort_changed", options},
+        {"verbosity_changed", options},
+        {"service_tier_changed", options},
+    };
+  }();
   auto it = kConsistent->find(absl::AsciiStrToLower(provider_reason));
-  return it == kConsistent->end() ? std::vector<v1::Reason>{} : it->second;
+  return it == kConsistent->end() ? nullptr : &it->second;
 }
 
 v1::PromptCacheBreak NewBreak(const LaneKey& key, const Turn& previous,
@@ -273,10 +296,11 @@ uint32_t TtlFromWriteSplit(const v1::NormalizedUsage& usage) {
 
 v1::ProviderAgreement AgreementWith(const std::string& provider_reason,
                                     v1::Reason reason) {
-  const std::vector<v1::Reason> consistent = ConsistentReasons(provider_reason);
-  if (consistent.empty()) return v1::PROVIDER_AGREEMENT_UNSPECIFIED;
-  return std::find(consistent.begin(), consistent.end(), reason) !=
-                 consistent.end()
+  const std::vector<v1::Reason>* consistent =
+      ConsistentReasons(provider_reason);
+  if (consistent == nullptr) return v1::PROVIDER_AGREEMENT_UNSPECIFIED;
+  return std::find(consistent->begin(), consistent->end(), reason) !=
+                 consistent->end()
              ? v1::PROVIDER_AGREEMENT_AGREE
              : v1::PROVIDER_AGREEMENT_DISAGREE;
 }

@@ -600,6 +600,31 @@ TEST(ClassifierTest, ProviderDiagnosticsAgreementIsRecorded) {
             v1::PROVIDER_AGREEMENT_UNSPECIFIED);
 }
 
+// OpenAI Responses' prompt_cache_diagnostics vocabulary maps onto ours too.
+TEST(ClassifierTest, OpenAiDiagnosticsVocabularyMapsOntoOurReasons) {
+  EXPECT_EQ(AgreementWith("tools_changed", v1::REASON_TOOLS_ADDED),
+            v1::PROVIDER_AGREEMENT_AGREE);
+  EXPECT_EQ(AgreementWith("input_changed", v1::REASON_MESSAGES_CHANGED),
+            v1::PROVIDER_AGREEMENT_AGREE);
+  EXPECT_EQ(AgreementWith("input_changed", v1::REASON_TOOLS_ADDED),
+            v1::PROVIDER_AGREEMENT_DISAGREE);
+  EXPECT_EQ(AgreementWith("reasoning_effort_changed",
+                          v1::REASON_REQUEST_OPTIONS_CHANGED),
+            v1::PROVIDER_AGREEMENT_AGREE);
+  EXPECT_EQ(AgreementWith("service_tier_changed", v1::REASON_MODEL_CHANGED),
+            v1::PROVIDER_AGREEMENT_DISAGREE);
+  EXPECT_EQ(
+      AgreementWith("comparison_response_not_found", v1::REASON_TTL_EXPIRED),
+      v1::PROVIDER_AGREEMENT_AGREE);
+  EXPECT_EQ(AgreementWith("context_compacted", v1::REASON_MESSAGES_CHANGED),
+            v1::PROVIDER_AGREEMENT_AGREE);
+  // The provider saw a hit where we report a break.
+  EXPECT_EQ(AgreementWith("cache_hit", v1::REASON_LIKELY_PROVIDER_EVICTION),
+            v1::PROVIDER_AGREEMENT_DISAGREE);
+  EXPECT_EQ(AgreementWith("Tools_Changed", v1::REASON_TOOLS_REMOVED),
+            v1::PROVIDER_AGREEMENT_AGREE);
+}
+
 // The seed documents' scenario: two MCP servers connect in racy order, so
 // the same tool set arrives in a different order.
 TEST(ClassifierTest, McpServersSettlingInDifferentOrderIsAnOrderChange) {

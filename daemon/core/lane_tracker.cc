@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "daemon/core/usage_normalizer.h"
 
 namespace cachewatch {
 namespace {
@@ -257,9 +258,12 @@ UsageResult LaneTracker::AddUsage(const v1::Usage& usage,
   pending->second.usage_arrived_us = now_us;
   Turn& turn = pending->second.turn;
   turn.usage = normalized;
-  if (usage.has_provider_diagnostics()) {
-    turn.provider_diagnostics = usage.provider_diagnostics();
-  }
+  // The provider's own word: the explicit field, else what the raw
+  // response carries.
+  turn.provider_diagnostics =
+      usage.has_provider_diagnostics()
+          ? BoundedDiagnostics(usage.provider_diagnostics())
+          : ParseProviderDiagnostics(usage.raw_usage_json());
   if (turn.model.empty()) turn.model = usage.model();
   if (turn.provider == v1::PROVIDER_UNSPECIFIED) {
     turn.provider = usage.provider();

@@ -305,6 +305,28 @@ TEST_F(LaneTrackerTest, ASnapshotLaterThanTheGraceStillBecomesTheBaseline) {
               ElementsAre(v1::REASON_TOOLS_ORDER_CHANGED));
 }
 
+// The provider's own word is read from the raw response the usage came in
+// when the explicit field is not set, and stored beside ours on the break.
+TEST_F(LaneTrackerTest, DiagnosticsInTheRawResponseReachTheBreak) {
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
+  Complete("r1", 0, Usage(0, 20000, 0));
+  v1::Snapshot second = BaseSnapshot("r2", 30);
+  second.mutable_tools()->RemoveLast();
+  tracker_.AddSnapshot(Shared(second), now_);
+  const v1::NormalizedUsage usage = Usage(0, 20000, 0);
+  v1::Usage record = UsageRecord("r2", 32, usage);
+  record.set_raw_usage_json(
+      R"({"usage":{"input_tokens":0},"diagnostics":{"cache_miss_reason":)"
+      R"({"type":"tools_changed","cache_missed_input_tokens":18000}}})");
+  const UsageResult result = tracker_.AddUsage(record, usage, now_);
+  ASSERT_EQ(result.classification.verdict(), v1::VERDICT_BREAK);
+  const v1::PromptCacheBreak& cache_break = result.classification.cache_break();
+  EXPECT_EQ(cache_break.primary_reason(), v1::REASON_TOOLS_REMOVED);
+  EXPECT_EQ(cache_break.provider_miss_reason(), "tools_changed");
+  EXPECT_EQ(cache_break.provider_missed_tokens(), 18000);
+  EXPECT_EQ(cache_break.provider_agreement(), v1::PROVIDER_AGREEMENT_AGREE);
+}
+
 TEST_F(LaneTrackerTest, UnpairedSnapshotExpiresAndReleasesLaterTurns) {
   tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
   Complete("r1", 0, Usage(0, 20000, 0));
