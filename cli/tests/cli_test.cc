@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -223,6 +224,58 @@ TEST_F(DaemonCliTest, TailPrintsABreakProducedWhileItRuns) {
   const std::string out = tail.WaitForOutput(" tok", std::chrono::seconds(10));
   EXPECT_THAT(out, HasSubstr(" tok"));
   EXPECT_THAT(out, HasSubstr("claude-code/sim"));
+}
+
+// simulate --trace writes the fleet's records and --truth one ground truth
+// per turn; on records in order, analyze finds every real break with its
+// true reason (the simulated provider cache is honest: only what changed,
+// expired, was evicted or fell beyond the lookback misses).
+TEST(SimulateTest, TraceAndTruthAgreeWithAnalyzeOnOrderedRecords) {
+  TempDir dir;
+  const std::string trace = dir.File("fleet.jsonl");
+  const std::string truth_path = dir.File("truth.jsonl");
+  const ProcessResult simulated =
+      Cli({"simulate", "--trace", trace, "--truth", truth_path, "--sessions",
+           "6", "--lanes-per-session", "2", "--turns", "30", "--seed", "5"});
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+  std::map<std::string, std::string> truth;
+  std::ifstream truth_file(truth_path);
+  for (std::string line; std::getline(truth_file, line);) {
+    const nlohmann::json turn = nlohmann::json::parse(line);
+    truth[absl::StrCat(turn["session_id"].get<std::string>(), "/",
+                       turn["lane"].get<std::string>(), "/",
+                       turn["request_id"].get<std::string>())] =
+        turn["truth"].get<std::string>();
+  }
+  EXPECT_EQ(truth.size(), 6u * 2 * 30);
+
+  const ProcessResult analyzed = Cli({"analyze", "--turns", trace});
+  ASSERT_EQ(analyzed.exit_code, 0) << analyzed.err;
+  std::set<std::string> reasons;
+  int breaks = 0;
+  for (const std::string& line : Lines(analyzed.out)) {
+    const nlohmann::json turn = nlohmann::json::parse(line);
+    const std::string id =
+        absl::StrCat(turn["session_id"].get<std::string>(), "/",
+                     turn["lane"].get<std::string>(), "/",
+                     turn["request_id"].get<std::string>());
+    const std::string verdict = turn["verdict"];
+    const std::string expected = truth[id];
+    if (verdict == "break") {
+      ++breaks;
+      reasons.insert(turn["primary_reason"].get<std::string>());
+      EXPECT_EQ(turn["primary_reason"], expected) << id;
+    } else {
+      EXPECT_EQ(verdict, expected == "ok" || expected == "cold_start" ||
+                                 expected == "expected_drop" ||
+                                 expected == "below_min_cacheable"
+                             ? expected
+                             : "break")
+          << id;
+    }
+  }
+  EXPECT_GT(breaks, 50);
+  EXPECT_GE(reasons.size(), 8u);
 }
 
 // A multi-lane trace as it arrives at a daemon: usages that overtake their
