@@ -89,7 +89,8 @@ test('instrumentOpenAI responses, streaming: every event passes through, respons
     { type: 'response.output_text.delta', sequence_number: 1, item_id: 'msg_1', output_index: 0, content_index: 0, delta: 'hi' },
     { type: 'response.output_text.done', sequence_number: 2, item_id: 'msg_1', output_index: 0, content_index: 0, text: 'hi' },
     { type: 'response.completed', sequence_number: 3,
-      response: { id: 'resp_1', status: 'completed', model: 'gpt-5-2025-08-07', usage } },
+      response: { id: 'resp_1', status: 'completed', model: 'gpt-5-2025-08-07', usage,
+        prompt_cache_diagnostics: { type: 'cache_hit' } } },
   ];
   const expected = structuredClone(events);
   const sent: any[] = [];
@@ -108,6 +109,9 @@ test('instrumentOpenAI responses, streaming: every event passes through, respons
   assert.deepEqual(sent[0].tools.map((t: any) => t.name), ['alpha', 'zeta']);
   await drain(reporter, 2);
   assert.deepEqual(await turns('oa-responses', 1), ['r0|1|3072|5']);
+  // OpenAI's own diagnostics go to the daemon beside the usage.
+  const raw = JSON.parse(sql(`SELECT raw_usage_json FROM turns WHERE session_id = 'oa-responses'`)[0]);
+  assert.deepEqual(raw, { usage, prompt_cache_diagnostics: { type: 'cache_hit' } });
 });
 
 test('instrumentAnthropic, streaming: every event passes through, message_start + message_delta usage reported', async () => {
