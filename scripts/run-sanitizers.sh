@@ -27,7 +27,8 @@ configure() {  # configure <dir> <sanitizers> [cmake args...]
   local dir=$1 sanitize=$2
   shift 2
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCACHEWATCH_BUILD_BENCH=OFF -DCACHEWATCH_SANITIZE="$sanitize" "$@" \
+    -DCACHEWATCH_BUILD_BENCH=OFF -DCACHEWATCH_SANITIZE="$sanitize" \
+    -DCACHEWATCH_WERROR=ON "$@" \
     >/dev/null
 }
 
