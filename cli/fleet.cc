@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "cachewatch/client/snapshot_builder.h"
 #include "cli/format.h"
+#include "daemon/util/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace cachewatch::cli {
@@ -258,13 +259,12 @@ class Fleet::Lane {
     }
     AppendBlocks(event == Event::kFanOut ? kFanOutBlocks : 2);
 
-    absl::StatusOr<v1::Snapshot> snapshot = Build();
-    if (!snapshot.ok()) return snapshot.status();
+    CACHEWATCH_ASSIGN_OR_RETURN(v1::Snapshot snapshot, Build());
     v1::RecordRequest snapshot_record;
-    *snapshot_record.mutable_snapshot() = *snapshot;
+    *snapshot_record.mutable_snapshot() = snapshot;
     records.push_back(std::move(snapshot_record));
-    records.push_back(UsageRecord(*snapshot, event));
-    previous_ = *std::move(snapshot);
+    records.push_back(UsageRecord(snapshot, event));
+    previous_ = std::move(snapshot);
     ++turn_;
     ++counts.turns;
     counts.records += 2;

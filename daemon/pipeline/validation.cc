@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/core/usage_normalizer.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch {
 namespace {
@@ -82,10 +83,9 @@ absl::Status CheckTools(const v1::Snapshot& snapshot,
                                 limits.max_tools));
   }
   for (int i = 0; i < snapshot.tools_size(); ++i) {
-    absl::Status status =
+    CACHEWATCH_RETURN_IF_ERROR(
         CheckText(absl::StrCat("snapshot.tools[", i, "].name"),
-                  snapshot.tools(i).name(), true, limits.max_id_bytes);
-    if (!status.ok()) return status;
+                  snapshot.tools(i).name(), true, limits.max_id_bytes));
   }
   return absl::OkStatus();
 }

@@ -22,8 +22,9 @@ struct ValidationLimits {
   int max_tools = 2000;
   // Most message-chain blocks. Default 100,000.
   int max_message_chain_blocks = 100000;
-  // Most system sections and breakpoints. Default 256.
+  // Most system sections. Default 256.
   int max_system_sections = 256;
+  // Most cache breakpoints. Default 64.
   int max_breakpoints = 64;
   // Longest agent, lane and model names, in bytes. Default 128.
   size_t max_name_bytes = 128;

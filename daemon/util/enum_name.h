@@ -1,7 +1,15 @@
-// One way to name enum values: a constexpr table of (value, name) pairs per
-// enum, read both ways. Used for metric labels, stored columns, CLI output
-// and configuration values alike.
+// One way to name enum values, read both ways, for metric labels, stored
+// columns, CLI output and configuration values alike.
 //
+// A proto enum's value is named from its descriptor: lower case, without the
+// type's prefix (the name of value 0 up to "UNSPECIFIED"):
+//   EnumText(v1::VERDICT_COLD_START)              // "cold_start"
+//   ParseEnumText<v1::Verdict>("cold_start")      // v1::VERDICT_COLD_START
+// Value 0 (unspecified) and values the descriptor does not know have no
+// name: `unspecified` (default "") is returned for them.
+//
+// Any other enum names its values in a constexpr table of (value, name)
+// pairs:
 //   constexpr EnumNames<Color, 2> kColorNames = {{
 //       {Color::kRed, "red"}, {Color::kBlue, "blue"}}};
 //   EnumName(kColorNames, Color::kRed)        // "red"
@@ -11,9 +19,12 @@
 #ifndef CACHEWATCH_DAEMON_UTIL_ENUM_NAME_H_
 #define CACHEWATCH_DAEMON_UTIL_ENUM_NAME_H_
 
+#include <google/protobuf/generated_enum_reflection.h>
+
 #include <array>
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -40,6 +51,26 @@ constexpr std::optional<Enum> EnumFromName(const EnumNames<Enum, N>& names,
     if (entry_name == name) return entry;
   }
   return std::nullopt;
+}
+
+std::string EnumText(const google::protobuf::EnumDescriptor& descriptor,
+                     int value, std::string_view unspecified = "");
+// The value whose EnumText is `text` (never 0), else nullopt.
+std::optional<int> ParseEnumText(
+    const google::protobuf::EnumDescriptor& descriptor, std::string_view text);
+
+template <typename Enum>
+std::string EnumText(Enum value, std::string_view unspecified = "") {
+  return EnumText(*google::protobuf::GetEnumDescriptor<Enum>(),
+                  static_cast<int>(value), unspecified);
+}
+
+template <typename Enum>
+std::optional<Enum> ParseEnumText(std::string_view text) {
+  const std::optional<int> value =
+      ParseEnumText(*google::protobuf::GetEnumDescriptor<Enum>(), text);
+  if (!value.has_value()) return std::nullopt;
+  return static_cast<Enum>(*value);
 }
 
 }  // namespace cachewatch

@@ -6,15 +6,14 @@
 #include "daemon/core/provider_traits.h"
 #include "daemon/core/usage_normalizer.h"
 #include "daemon/telemetry/metric_families.h"
+#include "daemon/util/enum_name.h"
 
 namespace cachewatch {
 namespace {
 
-// Lower-case verdict names, from VERDICT_COLD_START on.
-constexpr std::array<const char*, 5> kVerdictNames = {
-    "cold_start", "ok", "break", "expected_drop", "below_min_cacheable"};
+// The final verdicts, VERDICT_COLD_START .. VERDICT_BELOW_MIN_CACHEABLE.
 static_assert(v1::VERDICT_BELOW_MIN_CACHEABLE - v1::VERDICT_COLD_START + 1 ==
-              kVerdictNames.size());
+              5);
 
 constexpr std::array<double, 9> kHitRatioBuckets = {0.05, 0.1,  0.25, 0.5, 0.75,
                                                     0.9,  0.95, 0.99, 1};
@@ -143,7 +142,9 @@ void TurnMetrics::OnTurnClassified(const ClassifiedTurn& classified) {
         TurnSeries created;
         for (size_t i = 0; i < kVerdicts; ++i) {
           prometheus::Labels with_verdict = labels;
-          with_verdict.emplace("verdict", kVerdictNames[i]);
+          with_verdict.emplace(
+              "verdict", EnumText(static_cast<v1::Verdict>(
+                             v1::VERDICT_COLD_START + static_cast<int>(i))));
           created.turns[i] = &turns_.Add(with_verdict);
         }
         created.cache_read_tokens = &cache_read_tokens_.Add(labels);

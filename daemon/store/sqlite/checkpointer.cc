@@ -2,14 +2,16 @@
 
 #include <utility>
 
+#include "daemon/util/status_macros.h"
+
 namespace cachewatch {
 
 absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Open(
     const std::string& path, int threshold_pages) {
-  absl::StatusOr<Database> db = Database::Open(path, /*create=*/false);
-  if (!db.ok()) return db.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(Database db,
+                              Database::Open(path, /*create=*/false));
   return std::unique_ptr<Checkpointer>(
-      new Checkpointer(*std::move(db), threshold_pages));
+      new Checkpointer(std::move(db), threshold_pages));
 }
 
 Checkpointer::Checkpointer(Database db, int threshold_pages)

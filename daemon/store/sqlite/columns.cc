@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "daemon/core/classifier.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch {
 namespace {
@@ -22,16 +23,6 @@ void AppendLittleEndian(uint64_t value, int bytes, std::string& out) {
 
 // The enum's value prefix: the unspecified value's name without
 // "UNSPECIFIED" ("VERDICT_" for VERDICT_UNSPECIFIED).
-std::string_view Prefix(const google::protobuf::EnumDescriptor& descriptor) {
-  constexpr std::string_view kUnspecified = "UNSPECIFIED";
-  const google::protobuf::EnumValueDescriptor* zero =
-      descriptor.FindValueByNumber(0);
-  if (zero == nullptr) return {};
-  std::string_view name = zero->name();
-  if (name.ends_with(kUnspecified)) name.remove_suffix(kUnspecified.size());
-  return name;
-}
-
 absl::Status Malformed(std::string_view what, std::string_view text) {
   return absl::DataLossError(absl::StrFormat(
       "malformed %s column: %s", std::string(what), std::string(text)));
@@ -92,26 +83,6 @@ std::string ToolListHash(
   return Hex64(XXH3_64bits(bytes.data(), bytes.size()));
 }
 
-std::string EnumText(const google::protobuf::EnumDescriptor& descriptor,
-                     int value) {
-  const google::protobuf::EnumValueDescriptor* named =
-      descriptor.FindValueByNumber(value);
-  if (value == 0 || named == nullptr) return {};
-  std::string_view name = named->name();
-  const std::string_view prefix = Prefix(descriptor);
-  if (name.starts_with(prefix)) name.remove_prefix(prefix.size());
-  return absl::AsciiStrToLower(std::string(name));
-}
-
-std::optional<int> ParseEnumText(
-    const google::protobuf::EnumDescriptor& descriptor, std::string_view text) {
-  for (int i = 0; i < descriptor.value_count(); ++i) {
-    const int number = descriptor.value(i)->number();
-    if (number != 0 && EnumText(descriptor, number) == text) return number;
-  }
-  return std::nullopt;
-}
-
 std::string SectionsJson(
     const google::protobuf::RepeatedPtrField<v1::SystemSection>& sections) {
   if (sections.empty()) return {};
@@ -125,9 +96,9 @@ std::string SectionsJson(
 absl::Status ParseSectionsJson(
     std::string_view json,
     google::protobuf::RepeatedPtrField<v1::SystemSection>* sections) {
-  absl::StatusOr<ordered_json> array = ParseArray("system_sections", json);
-  if (!array.ok()) return array.status();
-  for (const ordered_json& item : *array) {
+  CACHEWATCH_ASSIGN_OR_RETURN(ordered_json array,
+                              ParseArray("system_sections", json));
+  for (const ordered_json& item : array) {
     const std::string* name = StringMember(item, "name");
     const std::string* hash_text = StringMember(item, "hash");
     const std::optional<uint64_t> hash =
@@ -157,9 +128,9 @@ std::string BreakpointsJson(
 absl::Status ParseBreakpointsJson(
     std::string_view json,
     google::protobuf::RepeatedPtrField<v1::Breakpoint>* breakpoints) {
-  absl::StatusOr<ordered_json> array = ParseArray("breakpoints", json);
-  if (!array.ok()) return array.status();
-  for (const ordered_json& item : *array) {
+  CACHEWATCH_ASSIGN_OR_RETURN(ordered_json array,
+                              ParseArray("breakpoints", json));
+  for (const ordered_json& item : array) {
     const std::string* segment_text = StringMember(item, "segment");
     std::optional<v1::PromptSegment> segment;
     if (segment_text != nullptr) {

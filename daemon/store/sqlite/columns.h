@@ -28,6 +28,7 @@
 #include "cachewatch/v1/break.pb.h"
 #include "cachewatch/v1/snapshot.pb.h"
 #include "daemon/core/turn.h"
+#include "daemon/util/enum_name.h"
 
 namespace cachewatch {
 
@@ -46,27 +47,8 @@ std::optional<uint64_t> ParseHex64(std::string_view text);
 std::string ToolListHash(
     const google::protobuf::RepeatedPtrField<v1::ToolRef>& tools);
 
-// The column text of an enum value: see the header comment. Empty for the
-// unspecified value (stored as NULL).
-std::string EnumText(const google::protobuf::EnumDescriptor& descriptor,
-                     int value);
-// The value whose EnumText is `text`, else nullopt.
-std::optional<int> ParseEnumText(
-    const google::protobuf::EnumDescriptor& descriptor, std::string_view text);
-
-template <typename Enum>
-std::string EnumText(Enum value) {
-  return EnumText(*google::protobuf::GetEnumDescriptor<Enum>(),
-                  static_cast<int>(value));
-}
-
-template <typename Enum>
-std::optional<Enum> ParseEnumText(std::string_view text) {
-  const std::optional<int> value =
-      ParseEnumText(*google::protobuf::GetEnumDescriptor<Enum>(), text);
-  if (!value.has_value()) return std::nullopt;
-  return static_cast<Enum>(*value);
-}
+// The column text of an enum value (see the header comment) is
+// EnumText(value) of daemon/util/enum_name.h; NULL for the unspecified value.
 
 // Empty when there are no sections (stored as NULL).
 std::string SectionsJson(

@@ -96,6 +96,17 @@ FROM turns AS t LEFT JOIN prompt_cache_breaks AS b ON b.break_id = t.break_id
 WHERE t.agent = :agent AND t.session_id = :session_id AND t.lane = :lane
   AND t.request_id = :request_id)sql";
 
+// The TTL the most recent classified turn with a 5 m / 1 h write split, up
+// to the turn of row `r`, showed (3600 or 300), or NULL.
+#define CACHEWATCH_OBSERVED_TTL                                           \
+  "(SELECT CASE WHEN w.cache_write_1h_tokens > 0 THEN 3600 ELSE 300 END " \
+  "FROM turns AS w "                                                      \
+  "WHERE w.agent = r.agent AND w.session_id = r.session_id "              \
+  "AND w.lane = r.lane AND w.request_time_us <= r.request_time_us "       \
+  "AND (w.cache_write_1h_tokens > 0 OR w.cache_write_5m_tokens > 0) "     \
+  "AND w.verdict IS NOT NULL AND w.verdict <> 'pending' "                 \
+  "ORDER BY w.request_time_us DESC, w.request_id DESC LIMIT 1)"
+
 // Each lane's last classified turn since :since_us (the order the lane
 // tracker uses: request time, then request id), and the TTL shown by the
 // lane's most recent classified turn with a 5 m / 1 h write split. The
@@ -107,15 +118,7 @@ WITH recent AS MATERIALIZED (
   SELECT * FROM turns
   WHERE request_time_us >= :since_us
     AND verdict IS NOT NULL AND verdict <> 'pending')
-SELECT )sql" CACHEWATCH_TURN_COLUMNS R"sql(,
-  (SELECT CASE WHEN w.cache_write_1h_tokens > 0 THEN 3600 ELSE 300 END
-   FROM turns AS w
-   WHERE w.agent = r.agent AND w.session_id = r.session_id
-     AND w.lane = r.lane AND w.request_time_us <= r.request_time_us
-     AND (w.cache_write_1h_tokens > 0 OR w.cache_write_5m_tokens > 0)
-     AND w.verdict IS NOT NULL AND w.verdict <> 'pending'
-   ORDER BY w.request_time_us DESC, w.request_id DESC
-   LIMIT 1)
+SELECT )sql" CACHEWATCH_TURN_COLUMNS ", " CACHEWATCH_OBSERVED_TTL R"sql(
 FROM (
   SELECT *, row_number() OVER (
       PARTITION BY agent, session_id, lane
@@ -126,21 +129,15 @@ WHERE recency = 1)sql";
 // One lane's last classified turn (turns_by_lane_time, read backwards from
 // the lane's newest turn) and the TTL its most recent classified turn with a
 // 5 m / 1 h write split showed, as in kSelectRecentLanes.
-constexpr const char* kSelectLane = "SELECT " CACHEWATCH_TURN_COLUMNS R"sql(,
-  (SELECT CASE WHEN w.cache_write_1h_tokens > 0 THEN 3600 ELSE 300 END
-   FROM turns AS w
-   WHERE w.agent = r.agent AND w.session_id = r.session_id
-     AND w.lane = r.lane AND w.request_time_us <= r.request_time_us
-     AND (w.cache_write_1h_tokens > 0 OR w.cache_write_5m_tokens > 0)
-     AND w.verdict IS NOT NULL AND w.verdict <> 'pending'
-   ORDER BY w.request_time_us DESC, w.request_id DESC
-   LIMIT 1)
+constexpr const char* kSelectLane =
+    "SELECT " CACHEWATCH_TURN_COLUMNS ", " CACHEWATCH_OBSERVED_TTL R"sql(
 FROM turns AS r
 WHERE agent = :agent AND session_id = :session_id AND lane = :lane
   AND verdict IS NOT NULL AND verdict <> 'pending'
 ORDER BY request_time_us DESC, request_id DESC
 LIMIT 1)sql";
 
+#undef CACHEWATCH_OBSERVED_TTL
 #undef CACHEWATCH_TURN_COLUMNS
 
 // ListBreaks filters, as bits of the statement cache key.
@@ -270,10 +267,10 @@ absl::StatusOr<Turn> TurnOf(const Statement& row,
     diagnostics.set_cache_missed_input_tokens(row.Int(kProviderMissedTokens));
     turn.provider_diagnostics = std::move(diagnostics);
   }
-  absl::StatusOr<v1::Provider> provider =
-      EnumColumn<v1::Provider>(row, kProvider, "provider");
-  if (!provider.ok()) return provider.status();
-  turn.provider = *provider;
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      v1::Provider provider,
+      EnumColumn<v1::Provider>(row, kProvider, "provider"));
+  turn.provider = provider;
   turn.model = std::string(row.Text(kModel));
   turn.request_time_us = row.Int(kRequestTimeUs);
   return turn;
@@ -320,10 +317,9 @@ class ReadConnection::ToolListCache {
 
 absl::StatusOr<std::unique_ptr<ReadConnection>> ReadConnection::Open(
     const std::string& path) {
-  absl::StatusOr<Database> db = Database::Open(path, /*create=*/false);
-  if (!db.ok()) return db.status();
-  std::unique_ptr<ReadConnection> connection(
-      new ReadConnection(*std::move(db)));
+  CACHEWATCH_ASSIGN_OR_RETURN(Database db,
+                              Database::Open(path, /*create=*/false));
+  std::unique_ptr<ReadConnection> connection(new ReadConnection(std::move(db)));
   CACHEWATCH_RETURN_IF_ERROR(connection->db_.Exec(
       absl::StrCat("PRAGMA busy_timeout = ", kBusyTimeoutMs)));
   CACHEWATCH_RETURN_IF_ERROR(connection->db_.Exec("PRAGMA query_only = ON"));
@@ -342,9 +338,8 @@ absl::Status ReadConnection::PrepareStatements() {
       {kSelectLane, &select_lane_},
   };
   for (const auto& [sql, statement] : statements) {
-    absl::StatusOr<Statement> prepared = db_.Prepare(sql);
-    if (!prepared.ok()) return prepared.status();
-    *statement = *std::move(prepared);
+    CACHEWATCH_ASSIGN_OR_RETURN(Statement prepared, db_.Prepare(sql));
+    *statement = std::move(prepared);
   }
   return absl::OkStatus();
 }
@@ -353,9 +348,9 @@ absl::StatusOr<Statement*> ReadConnection::ListBreaksStatement(
     unsigned filters) {
   auto it = list_breaks_.find(filters);
   if (it != list_breaks_.end()) return &it->second;
-  absl::StatusOr<Statement> prepared = db_.Prepare(ListBreaksSql(filters));
-  if (!prepared.ok()) return prepared.status();
-  return &list_breaks_.emplace(filters, *std::move(prepared)).first->second;
+  CACHEWATCH_ASSIGN_OR_RETURN(Statement prepared,
+                              db_.Prepare(ListBreaksSql(filters)));
+  return &list_breaks_.emplace(filters, std::move(prepared)).first->second;
 }
 
 absl::StatusOr<v1::ListBreaksResponse> ReadConnection::ListBreaks(
@@ -383,9 +378,9 @@ absl::StatusOr<v1::ListBreaksResponse> ReadConnection::ListBreaks(
   if (request.reason() != v1::REASON_UNSPECIFIED) filters |= kReasonFilter;
   if (after.has_value()) filters |= kAfterToken;
 
-  absl::StatusOr<Statement*> statement = ListBreaksStatement(filters);
-  if (!statement.ok()) return statement.status();
-  Statement& s = **statement;
+  CACHEWATCH_ASSIGN_OR_RETURN(Statement * statement,
+                              ListBreaksStatement(filters));
+  Statement& s = *statement;
   StatementReset reset(s);
   if (filters & kSince) {
     s.BindInt(":since_us", TimeUtil::TimestampToMicroseconds(request.since()));
@@ -410,9 +405,8 @@ absl::StatusOr<v1::ListBreaksResponse> ReadConnection::ListBreaks(
   v1::ListBreaksResponse response;
   PagePosition last;
   while (true) {
-    absl::StatusOr<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+    CACHEWATCH_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
     if (response.breaks_size() == page_size) {
       response.set_next_page_token(EncodePageToken(last));
       break;
@@ -436,15 +430,14 @@ absl::StatusOr<std::shared_ptr<const v1::Snapshot>> ReadConnection::SnapshotOf(
     *snapshot->mutable_request_time() =
         TimeUtil::MicrosecondsToTimestamp(row.Int(kRequestTimeUs));
   }
-  absl::StatusOr<v1::Provider> provider =
-      EnumColumn<v1::Provider>(row, kProvider, "provider");
-  if (!provider.ok()) return provider.status();
-  snapshot->set_provider(*provider);
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      v1::Provider provider,
+      EnumColumn<v1::Provider>(row, kProvider, "provider"));
+  snapshot->set_provider(provider);
   snapshot->set_model(std::string(row.Text(kModel)));
-  absl::StatusOr<uint64_t> system_hash =
-      HashColumn(row, kSystemHash, "system_hash");
-  if (!system_hash.ok()) return system_hash.status();
-  snapshot->set_system_hash(*system_hash);
+  CACHEWATCH_ASSIGN_OR_RETURN(uint64_t system_hash,
+                              HashColumn(row, kSystemHash, "system_hash"));
+  snapshot->set_system_hash(system_hash);
   if (!row.IsNull(kSystemSections)) {
     CACHEWATCH_RETURN_IF_ERROR(ParseSectionsJson(
         row.Text(kSystemSections), snapshot->mutable_system_sections()));
@@ -465,20 +458,19 @@ absl::StatusOr<std::shared_ptr<const v1::Snapshot>> ReadConnection::SnapshotOf(
           row.Text(kBreakpoints), control->mutable_breakpoints()));
     }
   }
-  absl::StatusOr<uint64_t> options_hash =
-      HashColumn(row, kOptionsHash, "options_hash");
-  if (!options_hash.ok()) return options_hash.status();
-  snapshot->set_options_hash(*options_hash);
+  CACHEWATCH_ASSIGN_OR_RETURN(uint64_t options_hash,
+                              HashColumn(row, kOptionsHash, "options_hash"));
+  snapshot->set_options_hash(options_hash);
   CACHEWATCH_RETURN_IF_ERROR(ParseChainBlob(row.Blob(kMessageChain),
                                             snapshot->mutable_message_chain()));
-  absl::StatusOr<v1::ExpectedDrop> expected_drop =
-      EnumColumn<v1::ExpectedDrop>(row, kExpectedDrop, "expected_drop");
-  if (!expected_drop.ok()) return expected_drop.status();
-  snapshot->set_expected_drop(*expected_drop);
-  absl::StatusOr<v1::ToolOrderPolicy> policy = EnumColumn<v1::ToolOrderPolicy>(
-      row, kToolOrderPolicy, "tool_order_policy");
-  if (!policy.ok()) return policy.status();
-  snapshot->set_tool_order_policy(*policy);
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      v1::ExpectedDrop expected_drop,
+      EnumColumn<v1::ExpectedDrop>(row, kExpectedDrop, "expected_drop"));
+  snapshot->set_expected_drop(expected_drop);
+  CACHEWATCH_ASSIGN_OR_RETURN(v1::ToolOrderPolicy policy,
+                              EnumColumn<v1::ToolOrderPolicy>(
+                                  row, kToolOrderPolicy, "tool_order_policy"));
+  snapshot->set_tool_order_policy(policy);
   return snapshot;
 }
 
@@ -488,9 +480,8 @@ ReadConnection::FindSnapshot(const LaneKey& key, const std::string& request_id,
   StatementReset reset(select_turn_);
   BindKey(select_turn_, key);
   select_turn_.BindText(":request_id", request_id);
-  absl::StatusOr<bool> row = select_turn_.Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return nullptr;
+  CACHEWATCH_ASSIGN_OR_RETURN(bool row, select_turn_.Step());
+  if (!row) return nullptr;
   return SnapshotOf(select_turn_, tools);
 }
 
@@ -503,9 +494,8 @@ absl::StatusOr<v1::ExplainBreakResponse> ReadConnection::ExplainBreak(
   {
     StatementReset reset(select_break_);
     select_break_.BindText(":break_id", break_id);
-    absl::StatusOr<bool> row = select_break_.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) {
+    CACHEWATCH_ASSIGN_OR_RETURN(bool row, select_break_.Step());
+    if (!row) {
       return absl::NotFoundError(absl::StrCat("no break ", break_id));
     }
     key = {std::string(select_break_.Text(0)),
@@ -515,14 +505,14 @@ absl::StatusOr<v1::ExplainBreakResponse> ReadConnection::ExplainBreak(
         ParseEvent(select_break_.Blob(3), response.mutable_cache_break()));
   }
   ToolListCache tools(select_tool_entries_);
-  absl::StatusOr<std::shared_ptr<const v1::Snapshot>> previous =
-      FindSnapshot(key, response.cache_break().previous_request_id(), tools);
-  if (!previous.ok()) return previous.status();
-  if (*previous != nullptr) *response.mutable_previous_snapshot() = **previous;
-  absl::StatusOr<std::shared_ptr<const v1::Snapshot>> current =
-      FindSnapshot(key, response.cache_break().request_id(), tools);
-  if (!current.ok()) return current.status();
-  if (*current != nullptr) *response.mutable_snapshot() = **current;
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      std::shared_ptr<const v1::Snapshot> previous,
+      FindSnapshot(key, response.cache_break().previous_request_id(), tools));
+  if (previous != nullptr) *response.mutable_previous_snapshot() = *previous;
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      std::shared_ptr<const v1::Snapshot> current,
+      FindSnapshot(key, response.cache_break().request_id(), tools));
+  if (current != nullptr) *response.mutable_snapshot() = *current;
   CACHEWATCH_RETURN_IF_ERROR(transaction.Commit());
   return response;
 }
@@ -537,9 +527,8 @@ absl::StatusOr<v1::GetLaneTimelineResponse> ReadConnection::LaneTimeline(
   s.BindInt(":limit", limit);
   v1::GetLaneTimelineResponse response;
   while (true) {
-    absl::StatusOr<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+    CACHEWATCH_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
     v1::TurnSummary& turn = *response.add_turns();
     turn.set_request_id(std::string(s.Text(0)));
     if (!s.IsNull(1)) {
@@ -562,14 +551,12 @@ absl::StatusOr<v1::GetLaneTimelineResponse> ReadConnection::LaneTimeline(
             static_cast<double>(prompt_total));
       }
     }
-    absl::StatusOr<v1::Verdict> verdict =
-        EnumColumn<v1::Verdict>(s, 13, "verdict");
-    if (!verdict.ok()) return verdict.status();
-    turn.set_verdict(*verdict);
-    absl::StatusOr<v1::Reason> reason =
-        EnumColumn<v1::Reason>(s, 14, "primary_reason");
-    if (!reason.ok()) return reason.status();
-    turn.set_primary_reason(*reason);
+    CACHEWATCH_ASSIGN_OR_RETURN(v1::Verdict verdict,
+                                EnumColumn<v1::Verdict>(s, 13, "verdict"));
+    turn.set_verdict(verdict);
+    CACHEWATCH_ASSIGN_OR_RETURN(
+        v1::Reason reason, EnumColumn<v1::Reason>(s, 14, "primary_reason"));
+    turn.set_primary_reason(reason);
     turn.set_break_id(std::string(s.Text(15)));
     turn.set_tool_count(static_cast<int32_t>(s.Int(16)));
   }
@@ -586,23 +573,21 @@ ReadConnection::FindClassification(const LaneKey& key,
   StatementReset reset(s);
   BindKey(s, key);
   s.BindText(":request_id", request_id);
-  absl::StatusOr<bool> row = s.Step();
-  if (!row.ok()) return row.status();
-  if (!*row || s.IsNull(0)) return std::nullopt;
+  CACHEWATCH_ASSIGN_OR_RETURN(bool row, s.Step());
+  if (!row || s.IsNull(0)) return std::nullopt;
   v1::TurnClassification classification;
-  absl::StatusOr<v1::Verdict> verdict =
-      EnumColumn<v1::Verdict>(s, 0, "verdict");
-  if (!verdict.ok()) return verdict.status();
-  classification.set_verdict(*verdict);
+  CACHEWATCH_ASSIGN_OR_RETURN(v1::Verdict verdict,
+                              EnumColumn<v1::Verdict>(s, 0, "verdict"));
+  classification.set_verdict(verdict);
   classification.set_expected_reuse_tokens(s.Int(1));
   classification.set_missed_tokens(s.Int(2));
-  if (*verdict == v1::VERDICT_EXPECTED_DROP) {
-    absl::StatusOr<v1::ExpectedDrop> hint =
-        EnumColumn<v1::ExpectedDrop>(s, 3, "expected_drop");
-    if (!hint.ok()) return hint.status();
-    classification.set_expected_drop(*hint);
+  if (verdict == v1::VERDICT_EXPECTED_DROP) {
+    CACHEWATCH_ASSIGN_OR_RETURN(
+        v1::ExpectedDrop hint,
+        EnumColumn<v1::ExpectedDrop>(s, 3, "expected_drop"));
+    classification.set_expected_drop(hint);
   }
-  if (*verdict == v1::VERDICT_BREAK && !s.IsNull(4)) {
+  if (verdict == v1::VERDICT_BREAK && !s.IsNull(4)) {
     CACHEWATCH_RETURN_IF_ERROR(
         ParseEvent(s.Blob(4), classification.mutable_cache_break()));
   }
@@ -611,15 +596,13 @@ ReadConnection::FindClassification(const LaneKey& key,
 
 absl::StatusOr<RestoredLane> ReadConnection::RestoredLaneOf(
     const Statement& row, ToolListCache& tools) {
-  absl::StatusOr<std::shared_ptr<const v1::Snapshot>> snapshot =
-      SnapshotOf(row, tools);
-  if (!snapshot.ok()) return snapshot.status();
-  absl::StatusOr<Turn> turn = TurnOf(row, *std::move(snapshot));
-  if (!turn.ok()) return turn.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(std::shared_ptr<const v1::Snapshot> snapshot,
+                              SnapshotOf(row, tools));
+  CACHEWATCH_ASSIGN_OR_RETURN(Turn turn, TurnOf(row, std::move(snapshot)));
   RestoredLane lane;
   lane.key = {std::string(row.Text(kAgent)), std::string(row.Text(kSessionId)),
               std::string(row.Text(kLane))};
-  lane.last_turn = *std::move(turn);
+  lane.last_turn = std::move(turn);
   lane.observed_ttl_seconds = static_cast<uint32_t>(row.Int(kTurnColumnCount));
   return lane;
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch {
 namespace {
@@ -184,12 +185,11 @@ CREATE INDEX breaks_with_schema_changes
 }
 
 absl::StatusOr<int> UserVersion(Database& db) {
-  absl::StatusOr<Statement> statement = db.Prepare("PRAGMA user_version");
-  if (!statement.ok()) return statement.status();
-  absl::StatusOr<bool> row = statement->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return absl::InternalError("PRAGMA user_version returned no row");
-  return static_cast<int>(statement->Int(0));
+  CACHEWATCH_ASSIGN_OR_RETURN(Statement statement,
+                              db.Prepare("PRAGMA user_version"));
+  CACHEWATCH_ASSIGN_OR_RETURN(bool row, statement.Step());
+  if (!row) return absl::InternalError("PRAGMA user_version returned no row");
+  return static_cast<int>(statement.Int(0));
 }
 
 absl::Status CheckVersion(int version) {
@@ -206,9 +206,8 @@ absl::Status CheckVersion(int version) {
 int LatestSchemaVersion() { return static_cast<int>(Migrations().size()); }
 
 absl::Status CheckSchemaVersion(Database& db) {
-  absl::StatusOr<int> version = UserVersion(db);
-  if (!version.ok()) return version.status();
-  return CheckVersion(*version);
+  CACHEWATCH_ASSIGN_OR_RETURN(int version, UserVersion(db));
+  return CheckVersion(version);
 }
 
 absl::Status Migrate(Database& db) {
@@ -219,18 +218,17 @@ absl::Status Migrate(Database& db) {
       return status;
     }
     // Re-read under the write lock: another process may have migrated.
-    absl::StatusOr<int> version = UserVersion(db);
-    if (!version.ok()) return version.status();
-    if (absl::Status status = CheckVersion(*version); !status.ok()) {
+    CACHEWATCH_ASSIGN_OR_RETURN(int version, UserVersion(db));
+    if (absl::Status status = CheckVersion(version); !status.ok()) {
       return status;
     }
-    if (*version == LatestSchemaVersion()) return absl::OkStatus();
-    if (absl::Status status = db.Exec(Migrations()[*version]); !status.ok()) {
+    if (version == LatestSchemaVersion()) return absl::OkStatus();
+    if (absl::Status status = db.Exec(Migrations()[version]); !status.ok()) {
       return status;
     }
     // PRAGMA takes no bound parameters; the version is our own integer.
     if (absl::Status status =
-            db.Exec(absl::StrCat("PRAGMA user_version = ", *version + 1));
+            db.Exec(absl::StrCat("PRAGMA user_version = ", version + 1));
         !status.ok()) {
       return status;
     }

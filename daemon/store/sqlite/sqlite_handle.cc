@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch {
 namespace {
@@ -209,9 +210,8 @@ absl::StatusOr<bool> Statement::Step() {
 
 absl::Status Statement::Run() {
   while (true) {
-    absl::StatusOr<bool> row = Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return absl::OkStatus();
+    CACHEWATCH_ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) return absl::OkStatus();
   }
 }
 

@@ -9,6 +9,7 @@
 #include "daemon/store/sqlite/checkpointer.h"
 #include "daemon/store/sqlite/read_connection.h"
 #include "daemon/store/sqlite/write_connection.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch {
 namespace {
@@ -32,29 +33,26 @@ struct SqliteStore::PendingWrite {
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     const StoreOptions& options) {
-  absl::StatusOr<std::unique_ptr<WriteConnection>> writer =
-      WriteConnection::Open(options.path, options.synchronous_full);
-  if (!writer.ok()) return writer.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      std::unique_ptr<WriteConnection> writer,
+      WriteConnection::Open(options.path, options.synchronous_full));
   if (options.max_size_bytes > 0) {
     constexpr int64_t kPageBytes = 4096;
-    const absl::Status capped = (*writer)->SetMaxPageCount(
-        std::max<int64_t>(1, options.max_size_bytes / kPageBytes));
-    if (!capped.ok()) return capped;
+    CACHEWATCH_RETURN_IF_ERROR(writer->SetMaxPageCount(
+        std::max<int64_t>(1, options.max_size_bytes / kPageBytes)));
   }
-  absl::StatusOr<std::unique_ptr<ReadConnection>> reader =
-      ReadConnection::Open(options.path);
-  if (!reader.ok()) return reader.status();
-  absl::StatusOr<std::unique_ptr<Checkpointer>> checkpointer =
-      Checkpointer::Open(options.path, kCheckpointPages);
-  if (!checkpointer.ok()) return checkpointer.status();
-  (*writer)->HandOffCheckpoints(
-      [checkpointer = checkpointer->get()](int wal_pages) {
+  CACHEWATCH_ASSIGN_OR_RETURN(std::unique_ptr<ReadConnection> reader,
+                              ReadConnection::Open(options.path));
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      std::unique_ptr<Checkpointer> checkpointer,
+      Checkpointer::Open(options.path, kCheckpointPages));
+  writer->HandOffCheckpoints(
+      [checkpointer = checkpointer.get()](int wal_pages) {
         checkpointer->WalGrew(wal_pages);
       },
       kCommitCheckpointPages);
-  return std::unique_ptr<SqliteStore>(
-      new SqliteStore(options, *std::move(writer), *std::move(reader),
-                      *std::move(checkpointer)));
+  return std::unique_ptr<SqliteStore>(new SqliteStore(
+      options, std::move(writer), std::move(reader), std::move(checkpointer)));
 }
 
 SqliteStore::SqliteStore(const StoreOptions& options,

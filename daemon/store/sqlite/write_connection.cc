@@ -67,9 +67,8 @@ void BindTime(Statement& statement, const char* name, bool present,
 }
 
 absl::Status PrepareInto(Database& db, const char* sql, Statement& out) {
-  absl::StatusOr<Statement> statement = db.Prepare(sql);
-  if (!statement.ok()) return statement.status();
-  out = *std::move(statement);
+  CACHEWATCH_ASSIGN_OR_RETURN(Statement statement, db.Prepare(sql));
+  out = std::move(statement);
   return absl::OkStatus();
 }
 
@@ -77,20 +76,19 @@ absl::Status PrepareInto(Database& db, const char* sql, Statement& out) {
 
 absl::StatusOr<std::unique_ptr<WriteConnection>> WriteConnection::Open(
     const std::string& path, bool synchronous_full) {
-  absl::StatusOr<Database> db = Database::Open(path, /*create=*/true);
-  if (!db.ok()) return db.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(Database db,
+                              Database::Open(path, /*create=*/true));
   std::unique_ptr<WriteConnection> connection(
-      new WriteConnection(*std::move(db)));
+      new WriteConnection(std::move(db)));
   Database& d = connection->db_;
   CACHEWATCH_RETURN_IF_ERROR(
       d.Exec(absl::StrCat("PRAGMA busy_timeout = ", kBusyTimeoutMs)));
   CACHEWATCH_RETURN_IF_ERROR(CheckSchemaVersion(d));
   {
-    absl::StatusOr<Statement> wal = d.Prepare("PRAGMA journal_mode = WAL");
-    if (!wal.ok()) return wal.status();
-    absl::StatusOr<bool> row = wal->Step();
-    if (!row.ok()) return row.status();
-    if (!*row || wal->Text(0) != "wal") {
+    CACHEWATCH_ASSIGN_OR_RETURN(Statement wal,
+                                d.Prepare("PRAGMA journal_mode = WAL"));
+    CACHEWATCH_ASSIGN_OR_RETURN(bool row, wal.Step());
+    if (!row || wal.Text(0) != "wal") {
       return absl::FailedPreconditionError(
           absl::StrCat("cannot switch ", path, " to WAL journal mode"));
     }
@@ -344,10 +342,10 @@ absl::StatusOr<int64_t> WriteConnection::DeleteOlderBatch(int64_t cutoff_us,
 
 absl::Status WriteConnection::SetMaxPageCount(int64_t pages) {
   // PRAGMA takes no bound parameters; `pages` is an integer.
-  absl::StatusOr<Statement> pragma =
-      db_.Prepare(absl::StrCat("PRAGMA max_page_count = ", pages));
-  if (!pragma.ok()) return pragma.status();
-  return pragma->Run();
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      Statement pragma,
+      db_.Prepare(absl::StrCat("PRAGMA max_page_count = ", pages)));
+  return pragma.Run();
 }
 
 void WriteConnection::HandOffCheckpoints(
