@@ -9,6 +9,9 @@
 // Sidechain (subagent) entries get a lane of their own; a compact boundary
 // or compact summary marks the lane's next request as a compaction.
 //
+// Lines are parsed with simdjson's On-Demand API (JSON parsing was most of
+// the import's time with nlohmann-json: bench/import_bench.cc).
+//
 // Not thread-safe; one reader per file.
 #ifndef CACHEWATCH_CLI_CLAUDE_CODE_TRANSCRIPT_H_
 #define CACHEWATCH_CLI_CLAUDE_CODE_TRANSCRIPT_H_
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "cli/transcript.h"
+#include "simdjson.h"
 
 namespace cachewatch::cli {
 
@@ -56,6 +60,8 @@ class ClaudeCodeTranscript {
   std::unordered_map<std::string, int32_t> node_by_uuid_;
   std::unordered_map<int32_t, std::string> root_uuid_;
   std::set<std::string> compaction_pending_;  // Lanes.
+  simdjson::ondemand::parser parser_;
+  std::string buffer_;  // The line being read, with simdjson's padding.
 };
 
 }  // namespace cachewatch::cli
