@@ -25,7 +25,8 @@ bool IsKnownType(std::string_view type) {
                                                 "custom-title",
                                                 "tag",
                                                 "agent-name",
-                                                "pr-link"};
+                                                "pr-link",
+                                                "attachment"};
   return std::find(std::begin(kKnown), std::end(kKnown), type) !=
          std::end(kKnown);
 }

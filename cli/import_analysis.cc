@@ -19,6 +19,7 @@ namespace {
 using google::protobuf::util::TimeUtil;
 
 constexpr size_t kMaxInvalidKept = 20;
+constexpr size_t kBreakLinesShown = 20;
 
 // The tracker of an import: a lane is never forgotten while its file is
 // read, however long a session paused.
@@ -157,12 +158,28 @@ void ImportAnalyzer::EndFile() {
 std::string ImportText(const ImportReport& report, const ReadTally& tally,
                        bool verbose) {
   std::string out;
-  for (const v1::PromptCacheBreak& b : report.breaks) {
+  // The costliest breaks, in classification order; all with `verbose`.
+  std::vector<size_t> shown(report.breaks.size());
+  for (size_t i = 0; i < shown.size(); ++i) shown[i] = i;
+  if (!verbose && shown.size() > kBreakLinesShown) {
+    std::stable_sort(shown.begin(), shown.end(), [&](size_t a, size_t b) {
+      return report.breaks[a].missed_tokens() >
+             report.breaks[b].missed_tokens();
+    });
+    shown.resize(kBreakLinesShown);
+    std::sort(shown.begin(), shown.end());
+  }
+  for (size_t i : shown) {
+    const v1::PromptCacheBreak& b = report.breaks[i];
     absl::StrAppend(&out, BreakLine(b));
     if (b.has_estimated_cost()) {
       absl::StrAppend(&out, "  ", Dollars(b.estimated_extra_cost_usd()));
     }
     absl::StrAppend(&out, "\n");
+  }
+  if (shown.size() < report.breaks.size()) {
+    absl::StrAppend(&out, "(the ", shown.size(), " costliest of ",
+                    report.breaks.size(), " breaks; --verbose lists all)\n");
   }
   std::string verdicts;
   for (const auto& [verdict, count] : report.turns_by_verdict) {

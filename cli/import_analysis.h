@@ -67,9 +67,11 @@ class ImportAnalyzer {
   ImportReport report_;
 };
 
-// The report as text: the breaks one per line, then tables by reason, by
-// session and by day, and what was read and skipped (each kind with
-// `verbose`, with the first unreadable lines and agent versions).
+// The report as text: the breaks one per line (the 20 costliest; all with
+// `verbose`), then tables by reason, by session (top 10) and by day (top
+// 14), and what was read and skipped (with `verbose`: every break, session
+// and day, each kind skipped, the first unreadable lines and the agent
+// versions).
 std::string ImportText(const ImportReport& report, const ReadTally& tally,
                        bool verbose);
 

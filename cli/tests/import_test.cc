@@ -207,6 +207,52 @@ TEST(ImportClaudeCodeTest, GarbageAndHugeLinesNeverStopTheImport) {
   EXPECT_EQ(report["turns"]["breaks"], 4);
 }
 
+// A session of `requests` requests an hour apart: each after the first is
+// a ttl_expired break, the later ones losing more.
+void WriteHourlySession(const std::string& path, int requests) {
+  std::ofstream out(path);
+  std::string parent = "null";
+  for (int i = 0; i < requests; ++i) {
+    const std::string uuid = "\"u" + std::to_string(i) + "\"";
+    const Json usage = {{"input_tokens", 4},
+                        {"cache_creation_input_tokens", 20000 + 100 * i},
+                        {"cache_read_input_tokens", 0},
+                        {"output_tokens", 10}};
+    out << "{\"type\":\"assistant\",\"uuid\":" << uuid
+        << ",\"parentUuid\":" << parent
+        << ",\"sessionId\":\"s\",\"requestId\":\"req_" << i
+        << "\",\"timestamp\":\"2025-09-1" << 5 + i / 24 << "T"
+        << (i % 24 < 10 ? "0" : "") << i % 24
+        << ":00:00.000Z\",\"message\":{\"id\":\"msg_" << i
+        << "\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\","
+           "\"content\":[],\"usage\":"
+        << usage.dump() << "}}\n";
+    parent = uuid;
+  }
+}
+
+TEST(ImportClaudeCodeTest, TextShowsTheCostliestBreaksUnlessVerbose) {
+  TempDir dir;
+  WriteHourlySession(dir.File("s.jsonl"), 26);
+  auto break_lines = [](const std::string& out) {
+    int lines = 0;
+    for (size_t at = out.find("ttl_expired  lost"); at != std::string::npos;
+         at = out.find("ttl_expired  lost", at + 1)) {
+      ++lines;
+    }
+    return lines;
+  };
+  const ProcessResult brief = Cli({"import", "claude-code", dir.path()});
+  ASSERT_EQ(brief.exit_code, 0) << brief.err;
+  EXPECT_EQ(break_lines(brief.out), 20);
+  EXPECT_THAT(brief.out, HasSubstr("(the 20 costliest of 25 breaks"));
+  EXPECT_THAT(brief.out, HasSubstr("ttl_expired  lost 22400 tok"));
+  EXPECT_THAT(brief.out, ::testing::Not(HasSubstr("lost 20000 tok")));
+  const ProcessResult all =
+      Cli({"import", "claude-code", dir.path(), "--verbose"});
+  EXPECT_EQ(break_lines(all.out), 25);
+}
+
 TEST(ImportCodexTest, FixtureGivesTheBreaksItWasBuiltFor) {
   const Json report = ImportJson({"codex", kCodex});
   ASSERT_FALSE(report.is_discarded());
