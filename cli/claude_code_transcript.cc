@@ -293,16 +293,20 @@ void ClaudeCodeTranscript::Line(std::string_view line, int64_t number) {
   fields.request_id = std::move(request_id);
   fields.provider = v1::PROVIDER_ANTHROPIC;
   fields.model = std::string(entry.model);
+  // A request that turns out unreadable marks no prompt end.
+  const bool was_prompt_end =
+      node.parent >= 0 && nodes_[node.parent].prompt_end;
   if (node.parent >= 0) {
     nodes_[node.parent].prompt_end = true;
     fields.message_chain = ChainTo(node.parent);
   }
-  if (compaction_pending_.erase(lane) > 0) {
-    fields.expected_drop = v1::EXPECTED_DROP_COMPACTION;
-  }
+  const bool compaction = compaction_pending_.erase(lane) > 0;
+  if (compaction) fields.expected_drop = v1::EXPECTED_DROP_COMPACTION;
   fields.raw_usage_json = std::string(entry.usage);
   absl::StatusOr<TranscriptTurn> turn = MakeTurn(std::move(fields));
   if (!turn.ok()) {
+    if (node.parent >= 0) nodes_[node.parent].prompt_end = was_prompt_end;
+    if (compaction) compaction_pending_.insert(lane);
     tally_.Skip(absl::IsFailedPrecondition(turn.status())
                     ? "claude-code: request with no prompt tokens"
                     : "claude-code: unreadable usage");

@@ -152,10 +152,9 @@ void CodexTranscript::Line(std::string_view line, int64_t number) {
   fields.provider = v1::PROVIDER_OPENAI;
   fields.model = model_;
   fields.message_chain = request_points_;
-  if (compaction_pending_) {
-    fields.expected_drop = v1::EXPECTED_DROP_COMPACTION;
-    compaction_pending_ = false;
-  }
+  const bool compaction = compaction_pending_;
+  if (compaction) fields.expected_drop = v1::EXPECTED_DROP_COMPACTION;
+  compaction_pending_ = false;
   // The OpenAI Responses usage shape, which the normalizer reads:
   // input_tokens includes the cached ones.
   const Json usage = {
@@ -167,6 +166,8 @@ void CodexTranscript::Line(std::string_view line, int64_t number) {
   fields.raw_usage_json = usage.dump();
   absl::StatusOr<TranscriptTurn> turn = MakeTurn(std::move(fields));
   if (!turn.ok()) {
+    request_points_.pop_back();  // An unreadable request is no prompt end.
+    compaction_pending_ = compaction;
     tally_.Skip(absl::IsFailedPrecondition(turn.status())
                     ? "codex: request with no prompt tokens"
                     : "codex: unreadable usage");

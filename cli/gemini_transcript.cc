@@ -132,6 +132,8 @@ void GeminiTranscript::AddMessage(const Json& message, int64_t number) {
     tally_.Problem(path_, number, "message without a valid timestamp");
     return;
   }
+  // A request that turns out unreadable marks no prompt end.
+  const bool was_prompt_end = index > 0 && history_[index - 1].prompt_end;
   if (index > 0) history_[index - 1].prompt_end = true;
   uint64_t running = 0;
   for (size_t i = 0; i < index; ++i) {
@@ -146,10 +148,9 @@ void GeminiTranscript::AddMessage(const Json& message, int64_t number) {
   fields.lane = lane_;
   fields.request_id = id;
   fields.provider = v1::PROVIDER_GEMINI;
-  if (compaction_pending_) {
-    fields.expected_drop = v1::EXPECTED_DROP_COMPACTION;
-    compaction_pending_ = false;
-  }
+  const bool compaction = compaction_pending_;
+  if (compaction) fields.expected_drop = v1::EXPECTED_DROP_COMPACTION;
+  compaction_pending_ = false;
   const Json usage = {
       {"promptTokenCount", CountMember(*tokens, "input")},
       {"cachedContentTokenCount", CountMember(*tokens, "cached")},
@@ -159,6 +160,8 @@ void GeminiTranscript::AddMessage(const Json& message, int64_t number) {
   fields.raw_usage_json = usage.dump();
   absl::StatusOr<TranscriptTurn> turn = MakeTurn(std::move(fields));
   if (!turn.ok()) {
+    if (index > 0) history_[index - 1].prompt_end = was_prompt_end;
+    compaction_pending_ = compaction;
     tally_.Skip(absl::IsFailedPrecondition(turn.status())
                     ? "gemini-cli: request with no prompt tokens"
                     : "gemini-cli: unreadable tokens");
