@@ -253,6 +253,46 @@ TEST(ImportClaudeCodeTest, TextShowsTheCostliestBreaksUnlessVerbose) {
   EXPECT_EQ(break_lines(all.out), 25);
 }
 
+TEST(ImportClaudeCodeTest, AnAbortedRequestLeavesTheCompactionHintToTheNext) {
+  TempDir dir;
+  auto assistant = [](const std::string& uuid, const std::string& parent,
+                      int second, int write, int read) {
+    const Json usage = {{"input_tokens", write == 0 ? 0 : 4},
+                        {"cache_creation_input_tokens", write},
+                        {"cache_read_input_tokens", read},
+                        {"output_tokens", 0}};
+    return Json{
+        {"type", "assistant"},
+        {"uuid", uuid},
+        {"parentUuid", parent},
+        {"sessionId", "s"},
+        {"requestId", "req_" + uuid},
+        {"timestamp", "2025-09-15T09:00:0" + std::to_string(second) + ".000Z"},
+        {"message",
+         {{"id", "msg_" + uuid},
+          {"model", "claude-sonnet-4-5"},
+          {"content", Json::array()},
+          {"usage", usage}}}}
+        .dump();
+  };
+  std::ofstream(dir.File("s.jsonl"))
+      << assistant("a1", "", 1, 20000, 0) << "\n"
+      << Json{{"type", "system"}, {"subtype", "compact_boundary"},
+              {"uuid", "b1"},     {"parentUuid", nullptr},
+              {"sessionId", "s"}, {"timestamp", "2025-09-15T09:00:02.000Z"}}
+             .dump()
+      << "\n"
+      // Aborted: no prompt token counted, skipped.
+      << assistant("a2", "b1", 3, 0, 0) << "\n"
+      << assistant("a3", "a2", 4, 5000, 0) << "\n";
+  const Json report = ImportJson({"claude-code", dir.path()});
+  EXPECT_EQ(
+      report["read"]["skipped"]["claude-code: request with no prompt tokens"],
+      1);
+  EXPECT_EQ(report["turns"]["by_verdict"]["expected_drop"], 1);
+  EXPECT_EQ(report["turns"]["breaks"], 0);
+}
+
 TEST(ImportCodexTest, FixtureGivesTheBreaksItWasBuiltFor) {
   const Json report = ImportJson({"codex", kCodex});
   ASSERT_FALSE(report.is_discarded());
