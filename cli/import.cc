@@ -195,6 +195,11 @@ absl::Status RunImport(const GlobalOptions& global,
       progress.Update(tally);
     }
     progress.Done();
+    std::cout << "read " << tally.files << " files, " << tally.requests
+              << " requests (" << tally.duplicate_requests
+              << " duplicate request lines, " << tally.corrupt_lines
+              << " corrupt lines, " << tally.partial_lines
+              << " partial last lines skipped)\n";
     return sender.Finish();
   }
 

@@ -373,6 +373,9 @@ TEST_F(ImportToDaemonTest, ReimportingCountsNothingTwiceAndContinuesAFile) {
 
   ProcessResult first = Import(session);
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_THAT(first.out,
+              HasSubstr("read 1 files, 10 requests (1 duplicate "
+                        "request lines, 1 corrupt lines, 1 partial"));
   EXPECT_THAT(first.out, HasSubstr("sent 10 turns (20 records); 0 turns"));
   EXPECT_THAT(first.out, HasSubstr("0 refused"));
   EXPECT_EQ(Count("SELECT count(*) FROM turns"), 10);
