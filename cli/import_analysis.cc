@@ -186,13 +186,13 @@ std::string ImportText(const ImportReport& report, const ReadTally& tally,
     absl::StrAppend(&verdicts, verdicts.empty() ? "" : ", ",
                     VerdictName(verdict), " ", count);
   }
-  absl::StrAppend(&out, report.breaks.empty() ? "" : "\n", tally.files,
-                  " files, ", tally.lines, " lines (",
-                  absl::StrFormat("%.1f", tally.bytes / 1e6), " MB), ",
-                  tally.requests, " requests; ", report.total.turns, " turns (",
-                  verdicts, "), ", report.total.breaks, " breaks, ",
-                  report.total.missed_tokens, " tokens lost, ",
-                  Dollars(report.total.cost_usd), "\n");
+  absl::StrAppend(
+      &out, report.breaks.empty() ? "" : "\n", tally.files, " files, ",
+      tally.lines, " lines (", absl::StrFormat("%.1f", tally.bytes / 1e6),
+      " MB), ", tally.requests, " requests; ", report.total.turns, " turns",
+      verdicts.empty() ? "" : absl::StrCat(" (", verdicts, ")"), ", ",
+      report.total.breaks, " breaks, ", report.total.missed_tokens,
+      " tokens lost, ", Dollars(report.total.cost_usd), "\n");
   if (!report.by_reason.empty()) {
     absl::StrAppend(&out, "\n",
                     TotalsTable("REASON", report.by_reason,
