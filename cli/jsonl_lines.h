@@ -20,8 +20,8 @@ namespace cachewatch::cli {
 // Calls `on_line` with each complete line of `path` (without its newline,
 // nor a carriage return before it) and its 1-based number; empty lines are
 // skipped. Adds the lines, their bytes and any partial last line to
-// `tally`. Returns NotFound / PermissionDenied-like errors only when the
-// file cannot be opened or read.
+// `tally`. Returns NotFound when the file cannot be opened, DataLoss when
+// reading it fails; OK otherwise.
 absl::Status ForEachCompleteLine(
     const std::string& path, ReadTally& tally,
     const std::function<void(std::string_view line, int64_t number)>& on_line);
