@@ -55,8 +55,10 @@ void CodexTranscript::Line(std::string_view line, int64_t number) {
     return;
   }
   if (type == "session_meta") {
-    if (std::string id = StringMember(*payload, "id"); !id.empty()) {
+    if (std::string id = StringMember(*payload, "id");
+        !id.empty() && !session_fixed_) {
       session_id_ = std::move(id);
+      session_fixed_ = true;
     }
     if (const std::string version = StringMember(*payload, "cli_version");
         !version.empty()) {
@@ -85,6 +87,7 @@ void CodexTranscript::Line(std::string_view line, int64_t number) {
     return;
   }
   if (StringMember(*payload, "type") != "token_count") return;
+  session_fixed_ = true;
   const Json* info = Member(*payload, "info");
   if (info == nullptr || !info->is_object()) {
     tally_.Skip("codex: token_count without info");

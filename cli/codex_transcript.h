@@ -55,6 +55,10 @@ class CodexTranscript {
   std::vector<uint64_t> request_points_;
   std::optional<Totals> previous_totals_;
   bool compaction_pending_ = false;
+  // Decided by the first session_meta, or the file name's once a
+  // token_count was read; a later session_meta never moves the file's
+  // requests.
+  bool session_fixed_ = false;
 };
 
 }  // namespace cachewatch::cli

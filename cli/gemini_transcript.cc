@@ -56,7 +56,8 @@ GeminiTranscript::GeminiTranscript(std::string path, ReadTally& tally,
 
 void GeminiTranscript::Metadata(const Json& record) {
   const std::string session_id = StringMember(record, "sessionId");
-  if (session_id.empty()) return;
+  if (session_id.empty() || session_fixed_) return;
+  session_fixed_ = true;
   if (StringMember(record, "kind") == "subagent") {
     // chats/<parent session>/<subagent session>.jsonl
     session_id_ =
@@ -104,6 +105,7 @@ void GeminiTranscript::AddMessage(const Json& message, int64_t number) {
                 (type.empty() ? std::string("(none)") : type));
     return;
   }
+  session_fixed_ = true;
   const uint64_t hash = MessageHash(type, message);
   size_t index;
   if (auto it = index_by_id_.find(id); it != index_by_id_.end()) {

@@ -70,6 +70,10 @@ class GeminiTranscript {
   std::vector<Message> history_;
   std::unordered_map<std::string, size_t> index_by_id_;
   bool compaction_pending_ = false;
+  // The file's session and lane are decided by its first metadata record,
+  // or are the file name's once a message was read: a later record (a
+  // resume rewrites the session id) never moves the file's requests.
+  bool session_fixed_ = false;
 };
 
 }  // namespace cachewatch::cli

@@ -336,6 +336,31 @@ TEST(ImportGeminiTest, FixtureGivesTheBreaksItWasBuiltFor) {
   EXPECT_EQ(report["read"]["skipped"]["gemini-cli: unknown record"], 1);
 }
 
+TEST(ImportGeminiTest, ALaterSessionIdNeverMovesTheFilesRequests) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("p/chats"));
+  auto message = [](const std::string& id, int input) {
+    return Json{{"id", id},
+                {"timestamp", "2025-09-15T09:00:0" + id.substr(1) + ".000Z"},
+                {"type", "gemini"},
+                {"content", id},
+                {"model", "gemini-2.5-pro"},
+                {"tokens", {{"input", input}, {"cached", 0}, {"output", 1}}}}
+        .dump();
+  };
+  std::ofstream(dir.File("p/chats/session-x.jsonl"))
+      << Json{{"sessionId", "first"}, {"projectHash", "p"}}.dump() << "\n"
+      << message("m1", 5000)
+      << "\n"
+      // A resume writes the session id again, here another one.
+      << Json{{"$set", {{"sessionId", "second"}}}}.dump() << "\n"
+      << message("m2", 6000) << "\n";
+  const Json report = ImportJson({"gemini", dir.path()});
+  ASSERT_EQ(report["by_session"].size(), 1u);
+  EXPECT_EQ(report["by_session"][0]["session"], "gemini-cli/first");
+  EXPECT_EQ(report["by_session"][0]["turns"], 2);
+}
+
 TEST(ImportTest, BadArgumentsAreUsageErrorsAndMissingPathsFailures) {
   EXPECT_EQ(Cli({"import", "cursor", kFixtures}).exit_code, 2);
   const ProcessResult missing =
