@@ -239,6 +239,20 @@ def write_lane_histories():
     return len(LANE_HISTORIES)
 
 
+def write_transcripts():
+    """The import fixtures (tests/fixtures/import), one seed per JSONL file,
+    behind the byte that selects its reader."""
+    directory = corpus_dir("transcript")
+    readers = {"claude-code": 0, "codex": 1, "gemini": 2}
+    count = 0
+    for agent, selector in readers.items():
+        for path in sorted((ROOT / "tests/fixtures/import" / agent).rglob("*.jsonl")):
+            name = f"{agent}_{path.stem[:24]}"
+            (directory / name).write_bytes(bytes([selector]) + path.read_bytes())
+            count += 1
+    return count
+
+
 def main():
     cases = usage_normalizer_cases()
     counts = {
@@ -249,6 +263,7 @@ def main():
         "usage_validation": write_protos(
             "usage_validation", "Usage", usages(cases), "usage"),
         "lane_tracker": write_lane_histories(),
+        "transcript": write_transcripts(),
     }
     for target, count in counts.items():
         print(f"fuzz/corpus/{target}: {count} seeds")

@@ -8,7 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libxxhash-dev libsqlite3-dev sqlite3
   prometheus-cpp-dev libcurl4-openssl-dev zlib1g-dev
-  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
+  nlohmann-json3-dev libsimdjson-dev libcli11-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   prometheus curl openssl clang-format python3 nodejs
