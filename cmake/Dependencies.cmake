@@ -19,3 +19,4 @@ endif()
 # The HTTP proxy receiver: Boost.Beast/Asio (header-only) over OpenSSL.
 find_package(Boost 1.74 REQUIRED)
 find_package(OpenSSL REQUIRED)
+find_package(ZLIB REQUIRED)  # Decoding gzip/deflate responses for observation.

@@ -1,15 +1,20 @@
 #include "daemon/receiver/proxy/observation_queue.h"
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 #include <vector>
 
+#include "daemon/receiver/proxy/content_decoding.h"
+
 namespace cachewatch {
 
-ObservationQueue::ObservationQueue(size_t capacity, ExchangeObserver* observer,
+ObservationQueue::ObservationQueue(size_t capacity, size_t max_decoded_bytes,
+                                   ExchangeObserver* observer,
                                    IngestPipeline* pipeline,
                                    ProxyMetrics* metrics)
     : capacity_(capacity),
+      max_decoded_bytes_(max_decoded_bytes),
       observer_(observer),
       pipeline_(pipeline),
       metrics_(metrics),
@@ -53,9 +58,29 @@ void ObservationQueue::Run() {
   }
 }
 
-void ObservationQueue::Observe(const HttpExchange& exchange) {
+void ObservationQueue::Decode(HttpExchange& exchange) {
+  auto encoding = std::find_if(
+      exchange.response_headers.begin(), exchange.response_headers.end(),
+      [](const auto& header) { return header.first == "content-encoding"; });
+  if (encoding == exchange.response_headers.end()) return;
+  absl::StatusOr<std::string> decoded = DecodeContent(
+      encoding->second, exchange.response_body, max_decoded_bytes_);
+  exchange.response_headers.erase(encoding);
+  if (decoded.ok()) {
+    exchange.response_body = *std::move(decoded);
+    return;
+  }
+  // The request is still observed; the response's usage is not.
+  metrics_->OnObserveFailure(
+      ProxyMetrics::ObserveFailure::kUndecodableResponse);
+  exchange.response_body.clear();
+  exchange.response_complete = false;
+}
+
+void ObservationQueue::Observe(HttpExchange& exchange) {
   using Failure = ProxyMetrics::ObserveFailure;
   try {
+    Decode(exchange);
     absl::StatusOr<ObservedTurn> turn = observer_->Observe(exchange);
     if (!turn.ok()) {
       metrics_->OnObserveFailure(

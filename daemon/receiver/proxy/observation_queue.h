@@ -1,7 +1,8 @@
 // The HTTP proxy's way off the request path: forwarded exchanges wait in a
 // bounded queue; one background thread turns each into records with the
 // ExchangeObserver and submits them to the ingest pipeline (the snapshot,
-// then the usage, in one Commit), in the order they were submitted.
+// then the usage, in one Commit), in the order they were submitted. A
+// response with a Content-Encoding (gzip, deflate) is decoded first.
 //
 // Fails open: Submit never blocks and never fails the caller; a full queue
 // drops the exchange, and every exchange that yields no record for the
@@ -26,9 +27,11 @@ namespace cachewatch {
 
 class ObservationQueue {
  public:
-  // Holds at most `capacity` exchanges. The pointers must outlive the queue.
-  ObservationQueue(size_t capacity, ExchangeObserver* observer,
-                   IngestPipeline* pipeline, ProxyMetrics* metrics);
+  // Holds at most `capacity` exchanges; decodes responses up to
+  // `max_decoded_bytes`. The pointers must outlive the queue.
+  ObservationQueue(size_t capacity, size_t max_decoded_bytes,
+                   ExchangeObserver* observer, IngestPipeline* pipeline,
+                   ProxyMetrics* metrics);
   // Observes what is queued, then stops the thread.
   ~ObservationQueue();
 
@@ -41,9 +44,12 @@ class ObservationQueue {
 
  private:
   void Run();
-  void Observe(const HttpExchange& exchange);
+  void Observe(HttpExchange& exchange);
+  // Replaces an encoded response body by the decoded one.
+  void Decode(HttpExchange& exchange);
 
   const size_t capacity_;
+  const size_t max_decoded_bytes_;
   ExchangeObserver* const observer_;
   IngestPipeline* const pipeline_;
   ProxyMetrics* const metrics_;

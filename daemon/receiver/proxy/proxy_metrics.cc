@@ -9,9 +9,11 @@ namespace {
 constexpr std::array<const char*, 6> kOutcomeNames = {
     "forwarded",   "upstream_unreachable", "upstream_dropped",
     "client_gone", "bad_request",          "too_large"};
-constexpr std::array<const char*, 7> kFailureNames = {
-    "queue_full", "unknown_endpoint",  "invalid_body", "response_too_large",
-    "rejected",   "store_unavailable", "internal"};
+constexpr std::array<const char*, 8> kFailureNames = {
+    "queue_full",           "unknown_endpoint",
+    "invalid_body",         "response_too_large",
+    "undecodable_response", "rejected",
+    "store_unavailable",    "internal"};
 
 }  // namespace
 

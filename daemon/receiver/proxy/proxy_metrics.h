@@ -6,8 +6,9 @@
 //     too_large (answered 413)
 //   cachewatch_proxy_observe_failures_total{reason} exchanges forwarded but
 //     not (fully) observed: queue_full, unknown_endpoint, invalid_body,
-//     response_too_large, rejected (the pipeline refused a record),
-//     store_unavailable, internal
+//     response_too_large, undecodable_response (a content-encoding other
+//     than gzip/deflate, or corrupt), rejected (the pipeline refused a
+//     record), store_unavailable, internal
 //   cachewatch_proxy_observe_queue_exchanges        exchanges waiting
 //
 // Every series exists from the start (at 0). Thread-safe.
@@ -38,6 +39,7 @@ class ProxyMetrics {
     kUnknownEndpoint,
     kInvalidBody,
     kResponseTooLarge,
+    kUndecodableResponse,
     kRejected,
     kStoreUnavailable,
     kInternal,
@@ -54,7 +56,7 @@ class ProxyMetrics {
 
  private:
   std::array<prometheus::Counter*, 6> requests_;
-  std::array<prometheus::Counter*, 7> observe_failures_;
+  std::array<prometheus::Counter*, 8> observe_failures_;
   prometheus::Gauge* queue_depth_;
 };
 

@@ -9,7 +9,8 @@ ProxyReceiver::ProxyReceiver(const ProxyOptions& options,
                              prometheus::Registry& registry)
     : metrics_(registry),
       observer_(ExchangeObserverOptions{}),
-      queue_(options.observe_queue, &observer_, pipeline, &metrics_) {}
+      queue_(options.observe_queue, options.max_observed_bytes, &observer_,
+             pipeline, &metrics_) {}
 
 ProxyReceiver::~ProxyReceiver() {
   server_.reset();  // No more exchanges; then queue_ drains as it goes.
