@@ -5,7 +5,8 @@
 // request options; the usage (with provider diagnostics) from the JSON body
 // or the event stream; the provider's response id as request id. Lanes come
 // from the x-cachewatch-* headers, else the session id in the body, else
-// inference from the message chain (docs/PROXY.md).
+// inference from the message chain (docs/PROXY.md, "Observation" and
+// "Lanes"; lane_inference.h has the rules).
 //
 // Only hashes, names and counts are kept: no prompt text outlives a call.
 //
@@ -21,14 +22,23 @@
 #include "absl/status/statusor.h"
 #include "cachewatch/v1/service.pb.h"
 #include "daemon/receiver/proxy/http_exchange.h"
+#include "daemon/receiver/proxy/proxy_endpoint.h"
 
 namespace cachewatch {
 
 struct ObservedTurn {
-  // Absent when the request could not be turned into a snapshot.
+  // Absent when the request was not answered (no response, or an HTTP
+  // status other than 2xx: the provider processed no prompt).
   std::optional<v1::Snapshot> snapshot;
-  // Absent when the response carried no usage (an error, a cut stream).
+  // Absent when the response carried no usage (an error, a stream cut
+  // before its usage, a Chat Completions stream without include_usage).
   std::optional<v1::Usage> usage;
+  // False when `usage` is absent or not final (an Anthropic stream cut after
+  // message_start: its input and cache counts are final, output is not).
+  bool usage_complete = false;
+  // Why there is no snapshot, or the usage is absent or not final; empty
+  // otherwise. For logs and metrics; never holds prompt text.
+  std::string note;
 };
 
 struct ExchangeObserverOptions {
@@ -38,6 +48,13 @@ struct ExchangeObserverOptions {
   // Lanes remembered for lane inference; the least recently used beyond
   // this are forgotten. Default 10,000.
   size_t max_inferred_lanes = 10000;
+  // Request and response bodies larger than this are not read (the
+  // request: ResourceExhausted; the response: no usage, noted). Default
+  // 32 MiB, Anthropic's request size limit.
+  size_t max_body_bytes = size_t{32} << 20;
+  // Upstream host suffix → provider, checked before the built-in hosts
+  // (proxy_endpoint.h), e.g. {"llm.example.com", v1::PROVIDER_DEEPSEEK}.
+  ProviderHosts provider_hosts{};
 };
 
 class ExchangeObserver {
@@ -49,16 +66,24 @@ class ExchangeObserver {
   ExchangeObserver& operator=(const ExchangeObserver&) = delete;
 
   // NotFound for an endpoint that is not observed (anything but POST
-  // /v1/messages, /v1/chat/completions, /v1/responses, under any base
-  // path); InvalidArgument, naming what is wrong, for a body that cannot
-  // be read. Never affects what was forwarded.
+  // /v1/messages, /chat/completions, /v1/responses, under any base path);
+  // InvalidArgument, naming what is wrong, for a request body that cannot be
+  // read or an x-cachewatch-* header that is not 1..128 (agent) or 1..256
+  // bytes of printable ASCII; ResourceExhausted for a request body over
+  // max_body_bytes. Never affects what was forwarded.
   absl::StatusOr<ObservedTurn> Observe(const HttpExchange& exchange);
 
   // For --proxy-request-diagnostics: the request body with the provider's
-  // own cache diagnostics requested against the lane's previous response
-  // (Anthropic `diagnostics.previous_message_id`, OpenAI Responses
-  // `prompt_cache_options.comparison_response_id`); nullopt to forward the
-  // body unchanged (no previous response, unknown endpoint, bad body).
+  // own cache diagnostics requested against the lane's previous response,
+  // the rest of the body byte for byte unchanged. Anthropic (Messages API):
+  // `"diagnostics":{"previous_message_id":ID}` on every request, with null
+  // on a lane's first turn (the API keeps a fingerprint only of requests
+  // that carry the object). OpenAI Responses, GPT-5.6 and later models:
+  // `"prompt_cache_options":{"comparison_response_id":ID}` once the lane
+  // has a previous response. nullopt to forward the body unchanged: another
+  // endpoint or provider, a body that cannot be read, a body that already
+  // has the field, no previous response (OpenAI), an older model (OpenAI).
+  // The previous response is the last one Observe() saw for the lane.
   std::optional<std::string> WithDiagnosticsRequest(
       std::string_view target, const HttpHeaders& request_headers,
       std::string_view request_body);

@@ -19,6 +19,10 @@ struct HttpExchange {
   std::string method;  // e.g. "POST".
   std::string target;  // Path and query, e.g. "/v1/messages?beta=true".
   HttpHeaders request_headers;
+  // The host the request was forwarded to (e.g. "api.deepseek.com"), which
+  // names the provider behind an OpenAI-compatible route; empty when
+  // unknown.
+  std::string upstream_host;
   std::string request_body;
   // 0 when no response came from the upstream (unreachable).
   int response_status = 0;

@@ -1,14 +1,25 @@
 #include "daemon/receiver/proxy/proxy_receiver.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace cachewatch {
+namespace {
+
+ExchangeObserverOptions ObserverOptions(const ProxyOptions& options) {
+  ExchangeObserverOptions observer;
+  observer.max_body_bytes =
+      std::max(options.max_request_bytes, options.max_observed_bytes);
+  return observer;
+}
+
+}  // namespace
 
 ProxyReceiver::ProxyReceiver(const ProxyOptions& options,
                              IngestPipeline* pipeline,
                              prometheus::Registry& registry)
     : metrics_(registry),
-      observer_(ExchangeObserverOptions{}),
+      observer_(ObserverOptions(options)),
       queue_(options.observe_queue, options.max_observed_bytes, &observer_,
              pipeline, &metrics_) {}
 

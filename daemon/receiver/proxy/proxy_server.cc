@@ -350,6 +350,7 @@ class ProxyServer::Impl {
       forwarded.content_length(forwarded.body().size());
     }
     exchange.target = match.target;
+    exchange.upstream_host = match.upstream->host;
 
     Relayed relayed = Relayed::kNoResponse;
     error_code connect_error;
