@@ -279,6 +279,22 @@ TEST(ObservedRequestTest, AnthropicSystemSections) {
   EXPECT_EQ(plain.system_sections_size(), 0);
 }
 
+TEST(ObservedRequestTest, ToolNames) {
+  Json body = AnthropicBody();
+  body["tools"] =
+      Json::array({{{"type", "web_search_20250305"}, {"name", "web_search"}},
+                   {{"type", "mcp_toolset"}, {"mcp_server_name", "github"}},
+                   {{"type", "bash_20250124"}},
+                   {{"input_schema", {{"type", "object"}}}}});
+  const v1::Snapshot snapshot =
+      MustRead(ProxyApi::kAnthropicMessages, body).snapshot;
+  ASSERT_EQ(snapshot.tools_size(), 4);
+  EXPECT_EQ(snapshot.tools(0).name(), "web_search");
+  EXPECT_EQ(snapshot.tools(1).name(), "github");
+  EXPECT_EQ(snapshot.tools(2).name(), "bash_20250124");
+  EXPECT_EQ(snapshot.tools(3).name(), "tools[3]");
+}
+
 TEST(ObservedRequestTest, DeferredToolsAreNotListed) {
   Json body = AnthropicBody();
   body["tools"].push_back({{"name", "later"}, {"defer_loading", true}});
