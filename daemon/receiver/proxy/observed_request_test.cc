@@ -466,6 +466,41 @@ TEST(ObservedRequestTest, OpenAiChatSnapshot) {
             86400u);
 }
 
+// DashScope's explicit cache: cache_control on content parts of an
+// OpenAI-compatible request.
+TEST(ObservedRequestTest, DashScopeExplicitCacheBreakpoints) {
+  Json body = {
+      {"model", "qwen-plus"},
+      {"messages",
+       Json::array(
+           {{{"role", "system"},
+             {"content",
+              Json::array({{{"type", "text"},
+                            {"text", "Long rules."},
+                            {"cache_control", {{"type", "ephemeral"}}}}})}},
+            {{"role", "user"},
+             {"content",
+              Json::array({{{"type", "text"},
+                            {"text", "question"},
+                            {"cache_control", {{"type", "ephemeral"}}}}})}}})}};
+  const v1::Snapshot snapshot = MustRead(ProxyApi::kOpenAiChat, body).snapshot;
+  const v1::CacheControl& layout = snapshot.cache_control();
+  EXPECT_TRUE(layout.enabled());
+  EXPECT_FALSE(layout.automatic());
+  ASSERT_EQ(layout.breakpoints_size(), 2);
+  EXPECT_EQ(layout.breakpoints(0).segment(), v1::PROMPT_SEGMENT_SYSTEM);
+  EXPECT_EQ(layout.breakpoints(0).index(), 0u);
+  EXPECT_EQ(layout.breakpoints(1).segment(), v1::PROMPT_SEGMENT_MESSAGES);
+  EXPECT_EQ(layout.breakpoints(1).index(), 0u);
+  // The markers are not content: the same texts without them hash alike.
+  Json plain = body;
+  plain["messages"][0]["content"][0].erase("cache_control");
+  plain["messages"][1]["content"][0].erase("cache_control");
+  const v1::Snapshot unmarked = MustRead(ProxyApi::kOpenAiChat, plain).snapshot;
+  EXPECT_EQ(unmarked.system_hash(), snapshot.system_hash());
+  EXPECT_EQ(unmarked.message_chain(0), snapshot.message_chain(0));
+}
+
 TEST(ObservedRequestTest, OpenAiOptionsHashKeysOnCacheKeyingOptions) {
   const Json base = ChatBody();
   const uint64_t hash = OptionsHash(ProxyApi::kOpenAiChat, base);
