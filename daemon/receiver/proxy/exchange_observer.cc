@@ -17,8 +17,9 @@
 namespace cachewatch {
 namespace {
 
-constexpr size_t kMaxAgentBytes = 128;
-constexpr size_t kMaxSessionOrLaneBytes = 256;
+// The daemon's limits (daemon/ingest/validation.h).
+constexpr size_t kMaxAgentOrLaneBytes = 128;
+constexpr size_t kMaxSessionOrRequestIdBytes = 256;
 
 std::string_view HeaderValue(const HttpHeaders& headers,
                              std::string_view name) {
@@ -71,7 +72,7 @@ std::string RequestIdOf(const HttpExchange& exchange,
   for (const char* header : {"request-id", "x-request-id"}) {
     const std::string_view value =
         HeaderValue(exchange.response_headers, header);
-    if (!value.empty() && value.size() <= kMaxSessionOrLaneBytes) {
+    if (!value.empty() && value.size() <= kMaxSessionOrRequestIdBytes) {
       return std::string(value);
     }
   }
@@ -185,13 +186,13 @@ absl::StatusOr<ExchangeObserver::Impl::Request> ExchangeObserver::Impl::Read(
   absl::StatusOr<ProxyApi> api = EndpointOf(method, target);
   if (!api.ok()) return api.status();
   absl::StatusOr<std::string_view> agent =
-      IdentityHeader(headers, "x-cachewatch-agent", kMaxAgentBytes);
+      IdentityHeader(headers, "x-cachewatch-agent", kMaxAgentOrLaneBytes);
   if (!agent.ok()) return agent.status();
-  absl::StatusOr<std::string_view> session =
-      IdentityHeader(headers, "x-cachewatch-session", kMaxSessionOrLaneBytes);
+  absl::StatusOr<std::string_view> session = IdentityHeader(
+      headers, "x-cachewatch-session", kMaxSessionOrRequestIdBytes);
   if (!session.ok()) return session.status();
   absl::StatusOr<std::string_view> lane =
-      IdentityHeader(headers, "x-cachewatch-lane", kMaxSessionOrLaneBytes);
+      IdentityHeader(headers, "x-cachewatch-lane", kMaxAgentOrLaneBytes);
   if (!lane.ok()) return lane.status();
   const v1::Provider provider =
       ProviderOf(*api, upstream_host, target, options_.provider_hosts);

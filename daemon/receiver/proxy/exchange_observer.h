@@ -68,9 +68,9 @@ class ExchangeObserver {
   // NotFound for an endpoint that is not observed (anything but POST
   // /v1/messages, /chat/completions, /v1/responses, under any base path);
   // InvalidArgument, naming what is wrong, for a request body that cannot be
-  // read or an x-cachewatch-* header that is not 1..128 (agent) or 1..256
-  // bytes of printable ASCII; ResourceExhausted for a request body over
-  // max_body_bytes. Never affects what was forwarded.
+  // read or an x-cachewatch-* header that is not 1..128 (agent, lane) or
+  // 1..256 (session) bytes of printable ASCII; ResourceExhausted for a request
+  // body over max_body_bytes. Never affects what was forwarded.
   absl::StatusOr<ObservedTurn> Observe(const HttpExchange& exchange);
 
   // For --proxy-request-diagnostics: the request body with the provider's

@@ -223,6 +223,13 @@ TEST(ExchangeObserverTest, UnknownEndpointsAndBadInput) {
     EXPECT_EQ(header.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(header.status().message(), HasSubstr("x-cachewatch-session"));
   }
+  // The daemon's limits: lanes and agents 128 bytes, sessions 256.
+  exchange =
+      AnthropicExchange(AnthropicBody(1), "msg_1",
+                        {{"x-cachewatch-lane", std::string(129, 'l')},
+                         {"x-cachewatch-session", std::string(256, 's')}});
+  EXPECT_THAT(observer.Observe(exchange).status().message(),
+              HasSubstr("x-cachewatch-lane must be 1..128"));
 }
 
 TEST(ExchangeObserverTest, OpenAiCompatibleProviderFromTheUpstreamHost) {

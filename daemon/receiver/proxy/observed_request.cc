@@ -204,7 +204,9 @@ class Reader {
       // The whole definition as sent, a cache_control marker included: the
       // shared contract (tests/vectors, tool_anthropic_shell).
       const Json* marker = Member(tool, "cache_control");
-      const std::string name(name_of(tool));
+      // The daemon requires a name: a tool without one is named by place.
+      std::string name(name_of(tool));
+      if (name.empty()) name = absl::StrCat("tools[", i, "]");
       absl::StatusOr<std::string> canonical =
           Canonical(tool, absl::StrCat("tools[", i, "] (\"", name, "\")"));
       if (!canonical.ok()) return canonical.status();

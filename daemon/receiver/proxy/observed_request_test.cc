@@ -279,6 +279,22 @@ TEST(ObservedRequestTest, AnthropicSystemSections) {
   EXPECT_EQ(plain.system_sections_size(), 0);
 }
 
+TEST(ObservedRequestTest, ToolNames) {
+  Json body = AnthropicBody();
+  body["tools"] =
+      Json::array({{{"type", "web_search_20250305"}, {"name", "web_search"}},
+                   {{"type", "mcp_toolset"}, {"mcp_server_name", "github"}},
+                   {{"type", "bash_20250124"}},
+                   {{"input_schema", {{"type", "object"}}}}});
+  const v1::Snapshot snapshot =
+      MustRead(ProxyApi::kAnthropicMessages, body).snapshot;
+  ASSERT_EQ(snapshot.tools_size(), 4);
+  EXPECT_EQ(snapshot.tools(0).name(), "web_search");
+  EXPECT_EQ(snapshot.tools(1).name(), "github");
+  EXPECT_EQ(snapshot.tools(2).name(), "bash_20250124");
+  EXPECT_EQ(snapshot.tools(3).name(), "tools[3]");
+}
+
 TEST(ObservedRequestTest, DeferredToolsAreNotListed) {
   Json body = AnthropicBody();
   body["tools"].push_back({{"name", "later"}, {"defer_loading", true}});
@@ -448,6 +464,41 @@ TEST(ObservedRequestTest, OpenAiChatSnapshot) {
                 .snapshot.cache_control()
                 .ttl_seconds(),
             86400u);
+}
+
+// DashScope's explicit cache: cache_control on content parts of an
+// OpenAI-compatible request.
+TEST(ObservedRequestTest, DashScopeExplicitCacheBreakpoints) {
+  Json body = {
+      {"model", "qwen-plus"},
+      {"messages",
+       Json::array(
+           {{{"role", "system"},
+             {"content",
+              Json::array({{{"type", "text"},
+                            {"text", "Long rules."},
+                            {"cache_control", {{"type", "ephemeral"}}}}})}},
+            {{"role", "user"},
+             {"content",
+              Json::array({{{"type", "text"},
+                            {"text", "question"},
+                            {"cache_control", {{"type", "ephemeral"}}}}})}}})}};
+  const v1::Snapshot snapshot = MustRead(ProxyApi::kOpenAiChat, body).snapshot;
+  const v1::CacheControl& layout = snapshot.cache_control();
+  EXPECT_TRUE(layout.enabled());
+  EXPECT_FALSE(layout.automatic());
+  ASSERT_EQ(layout.breakpoints_size(), 2);
+  EXPECT_EQ(layout.breakpoints(0).segment(), v1::PROMPT_SEGMENT_SYSTEM);
+  EXPECT_EQ(layout.breakpoints(0).index(), 0u);
+  EXPECT_EQ(layout.breakpoints(1).segment(), v1::PROMPT_SEGMENT_MESSAGES);
+  EXPECT_EQ(layout.breakpoints(1).index(), 0u);
+  // The markers are not content: the same texts without them hash alike.
+  Json plain = body;
+  plain["messages"][0]["content"][0].erase("cache_control");
+  plain["messages"][1]["content"][0].erase("cache_control");
+  const v1::Snapshot unmarked = MustRead(ProxyApi::kOpenAiChat, plain).snapshot;
+  EXPECT_EQ(unmarked.system_hash(), snapshot.system_hash());
+  EXPECT_EQ(unmarked.message_chain(0), snapshot.message_chain(0));
 }
 
 TEST(ObservedRequestTest, OpenAiOptionsHashKeysOnCacheKeyingOptions) {
