@@ -148,3 +148,19 @@ test('--proxy-request-diagnostics asks Anthropic for its verdict against the pre
     diag.stop();
   }
 });
+
+test('SIGTERM: the daemon stops cleanly (exit 0) and every exchange the proxy forwarded is stored', async () => {
+  const own = await startProxyDaemon([`--proxy-upstream=anthropic=${upstream.url}`]);
+  try {
+    const c = new Anthropic({ apiKey: 'sk-ant-secret', baseURL: own.proxy, maxRetries: 0,
+      defaultHeaders: { 'x-cachewatch-session': 'shutdown' } });
+    for (let n = 1; n <= 5; n++) await c.messages.create(params('shutdown', n));
+    const exited = new Promise<number | null>((resolve) => own.proc.on('exit', (code) => resolve(code)));
+    own.proc.kill('SIGTERM');
+    assert.equal(await exited, 0);
+    assert.deepEqual(daemon.sql(own.db, `SELECT count(*), sum(usage_received) FROM turns WHERE session_id = 'shutdown'`),
+      ['5|5']);
+  } finally {
+    own.stop();
+  }
+});
