@@ -472,13 +472,21 @@ class ProxyServer::Impl {
     co_await http::async_write(stream, forwarded, Await(ec));
     if (ec) co_return Relayed::kNoResponse;
 
-    http::response_parser<http::buffer_body> parser;
-    parser.header_limit(kHeaderLimit);
-    parser.body_limit(boost::none);
-    if (head) parser.skip(true);
-    co_await http::async_read_header(stream, connection.buffer, parser,
-                                     Await(ec));
-    if (ec) co_return Relayed::kNoResponse;
+    // Interim responses (1xx; the proxy sends no Expect upstream, so only
+    // e.g. 103 Early Hints) are read and dropped: the agent gets the final
+    // one.
+    std::optional<http::response_parser<http::buffer_body>> final_response;
+    do {
+      final_response.emplace();
+      final_response->header_limit(kHeaderLimit);
+      final_response->body_limit(boost::none);
+      if (head) final_response->skip(true);
+      co_await http::async_read_header(stream, connection.buffer,
+                                       *final_response, Await(ec));
+      if (ec) co_return Relayed::kNoResponse;
+    } while (final_response->get().result_int() / 100 == 1 &&
+             final_response->get().result_int() != 101);
+    http::response_parser<http::buffer_body>& parser = *final_response;
 
     auto& in = parser.get();
     exchange.response_status = static_cast<int>(in.result_int());

@@ -6,7 +6,7 @@
 // an unreachable upstream is a 502 in the provider's error shape, counted.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Agent, request as httpRequest } from 'node:http';
+import { Agent, createServer, request as httpRequest } from 'node:http';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { freePort } from '../support/daemon.js';
@@ -188,5 +188,27 @@ test('an unreachable upstream is a 502 in the provider\'s error shape, counted',
     assert.equal(await metric(down, 'cachewatch_proxy_requests_total', 'outcome="upstream_unreachable"'), 2);
   } finally {
     down.stop();
+  }
+});
+
+test('an interim 103 from the upstream is dropped; the agent gets the final response', async () => {
+  const raw = createServer((req, res) => {
+    req.resume();
+    res.writeEarlyHints({ link: '</style.css>; rel=preload' });
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end('{"ok":true}');
+  });
+  await new Promise<void>((r) => raw.listen(0, '127.0.0.1', r));
+  const own = await startProxyDaemon([`--proxy-upstream=openai=http://127.0.0.1:${(raw.address() as any).port}`]);
+  try {
+    for (let i = 0; i < 2; i++) {  // The second on the kept upstream connection.
+      const res = await fetch(`${own.proxy}/v1/chat/completions`, { method: 'POST', body: '{}' });
+      assert.equal(res.status, 200);
+      assert.equal(await res.text(), '{"ok":true}');
+    }
+  } finally {
+    own.stop();
+    raw.closeAllConnections();
+    raw.close();
   }
 });
