@@ -48,7 +48,7 @@ run_asan() {
 run_tsan() {
   configure build-tsan thread
   local tests=(daemon/ingest/ingest_test daemon/store/store_test
-    client/reporter_test)
+    client/reporter_test daemon/receiver/proxy/proxy_observe_test)
   cmake --build build-tsan -j"$JOBS" --target "${tests[@]##*/}"
   for test in "${tests[@]}"; do
     echo "== tsan: $test"

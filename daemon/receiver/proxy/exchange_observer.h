@@ -83,7 +83,10 @@ class ExchangeObserver {
   // has a previous response. nullopt to forward the body unchanged: another
   // endpoint or provider, a body that cannot be read, a body that already
   // has the field, no previous response (OpenAI), an older model (OpenAI).
-  // The previous response is the last one Observe() saw for the lane.
+  // The previous response is the last one Observe() saw for the lane. The
+  // upstream is not known here: call it only for requests routed to
+  // Anthropic's or OpenAI's own API (Kimi's Anthropic-compatible endpoint,
+  // Bedrock and Vertex do not take the field).
   std::optional<std::string> WithDiagnosticsRequest(
       std::string_view target, const HttpHeaders& request_headers,
       std::string_view request_body);
