@@ -348,7 +348,9 @@ class ProxyServer::Impl {
     CopyHeaders(request.base(), forwarded.base(), &match.upstream->host_header,
                 exchange.request_headers);
     forwarded.body() = std::move(request.body());
-    if (options_.request_diagnostics)
+    // Only the anthropic and openai routes: the field is the providers'
+    // own; compatible APIs (on /PREFIX routes) may refuse it.
+    if (options_.request_diagnostics && match.upstream->route[0] != '/')
       AddDiagnosticsRequest(match, forwarded, exchange);
     if (request.has_content_length() || request.chunked() ||
         !forwarded.body().empty()) {

@@ -130,9 +130,9 @@ test('a malformed body is forwarded and answered, counted as invalid_body, nothi
   assert.equal(daemon.sql(d.db, 'SELECT count(*) FROM turns')[0], before);
 });
 
-test('--proxy-request-diagnostics asks Anthropic for its verdict against the previous message', async () => {
+test('--proxy-request-diagnostics asks Anthropic for its verdict against the previous message (its own API only)', async () => {
   const diag = await startProxyDaemon([`--proxy-upstream=anthropic=${upstream.url}`,
-    '--proxy-request-diagnostics=true']);
+    `--proxy-upstream=/compatible=${upstream.url}`, '--proxy-request-diagnostics=true']);
   try {
     const c = new Anthropic({ apiKey: 'sk-ant-secret', baseURL: diag.proxy, maxRetries: 0,
       defaultHeaders: { 'x-cachewatch-session': 'diagnostics' } });
@@ -144,6 +144,11 @@ test('--proxy-request-diagnostics asks Anthropic for its verdict against the pre
     assert.deepEqual(sent2.diagnostics, { previous_message_id: first.id });
     const { diagnostics: _, ...rest } = sent2;
     assert.deepEqual(rest, params('diagnostics', 2), 'only the diagnostics field was added');
+    // A compatible API on a /PREFIX route: never rewritten.
+    const compatible = new Anthropic({ apiKey: 'sk-ant-secret', baseURL: `${diag.proxy}/compatible`, maxRetries: 0,
+      defaultHeaders: { 'x-cachewatch-session': 'diagnostics' } });
+    await compatible.messages.create(params('diagnostics', 3));
+    assert.deepEqual(JSON.parse(upstream.requests.at(-1)!.body), params('diagnostics', 3));
   } finally {
     diag.stop();
   }
