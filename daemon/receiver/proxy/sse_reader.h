@@ -1,5 +1,6 @@
 // Reads a server-sent event stream (the WHATWG "text/event-stream" format)
-// as the provider sent it: lines end in CRLF, LF or CR; a line starting with
+// as the provider sent it: a leading byte-order mark is skipped; lines end
+// in CRLF, LF or CR; a line starting with
 // ':' is a comment (pings); "field: value" with at most one space removed
 // after the colon; several data lines join with '\n'; a blank line ends an
 // event. An event still open when the stream ends (a cut stream) is not
@@ -22,7 +23,9 @@ struct SseEvent {
 
 class SseReader {
  public:
-  explicit SseReader(std::string_view stream) : stream_(stream) {}
+  explicit SseReader(std::string_view stream)
+      : stream_(stream.substr(0, 3) == "\xEF\xBB\xBF" ? stream.substr(3)
+                                                      : stream) {}
 
   // The next complete event into *event; false at the end of the stream.
   bool Next(SseEvent* event);

@@ -76,6 +76,14 @@ TEST(SseReaderTest, CutStreamDropsTheOpenEventAndSaysSo) {
   }
 }
 
+TEST(SseReaderTest, LeadingByteOrderMarkIsSkipped) {
+  const Read read = ReadAll(
+      "\xEF\xBB\xBF"
+      "data: x\n\n");
+  ASSERT_EQ(read.events.size(), 1u);
+  EXPECT_EQ(read.events[0].data, "x");
+}
+
 TEST(SseReaderTest, EmptyStream) {
   const Read read = ReadAll("");
   EXPECT_TRUE(read.events.empty());
