@@ -17,3 +17,7 @@ endif()
 if(CACHEWATCH_BUILD_BENCH)
   find_package(benchmark CONFIG REQUIRED)
 endif()
+# The HTTP proxy receiver: Boost.Beast/Asio (header-only) over OpenSSL.
+find_package(Boost 1.74 REQUIRED)
+find_package(OpenSSL REQUIRED)
+find_package(ZLIB REQUIRED)  # Decoding gzip/deflate responses for observation.

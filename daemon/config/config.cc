@@ -10,6 +10,7 @@
 
 #include "daemon/config/yaml_config.h"
 #include "daemon/core/provider_traits.h"
+#include "daemon/receiver/proxy/proxy_routes.h"
 
 namespace cachewatch {
 namespace {
@@ -198,6 +199,38 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
       "Records per second per client (token or peer address); beyond it "
       "RESOURCE_EXHAUSTED; 0 disables")
       ->check(CLI::NonNegativeNumber);
+  Add(app, "proxy-listen", config.proxy.listen,
+      "Address of the HTTP proxy in front of the provider APIs (e.g. "
+      "127.0.0.1:8787); empty disables it (docs/PROXY.md)");
+  Add(app, "proxy-upstream", config.proxy.upstreams,
+      "Where the proxy forwards, ROUTE=URL (repeatable): anthropic=URL for "
+      "requests with an anthropic-version header, openai=URL for the rest, "
+      "/PREFIX=URL for paths under /PREFIX; defaults "
+      "anthropic=https://api.anthropic.com, openai=https://api.openai.com");
+  Add(app, "proxy-upstream-ca", config.proxy.upstream_ca,
+      "PEM CA bundle trusted for https upstreams instead of the system "
+      "store")
+      ->check(CLI::ExistingFile);
+  Add(app, "proxy-request-diagnostics", config.proxy.request_diagnostics,
+      "Add the provider's cache diagnostics request (against the lane's "
+      "previous response) to forwarded requests; changes the request body");
+  Add(app, "proxy-threads", config.proxy.threads, "I/O threads of the proxy")
+      ->check(CLI::Range(1, 64));
+  Add(app, "proxy-observe-queue", config.proxy.observe_queue,
+      "Forwarded exchanges waiting to be observed; beyond it they are "
+      "forwarded but not observed (counted)")
+      ->check(CLI::PositiveNumber);
+  Add(app, "proxy-max-request-bytes", config.proxy.max_request_bytes,
+      "Largest request body the proxy forwards (larger: 413)")
+      ->check(CLI::PositiveNumber);
+  Add(app, "proxy-max-observed-bytes", config.proxy.max_observed_bytes,
+      "Response bytes kept per exchange for observation; a longer response "
+      "is forwarded whole but observed without its usage (counted)")
+      ->check(CLI::PositiveNumber);
+  Add(app, "proxy-upstream-timeout-seconds",
+      config.proxy.upstream_timeout_seconds,
+      "Longest silence from an upstream (or agent) within a response")
+      ->check(CLI::PositiveNumber);
   Add(app, "log-level", config.log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
 
@@ -218,6 +251,11 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
     return ConfigExit{2,
                       "--tls-cert and --tls-key go together, and "
                       "--tls-client-ca needs them\n"};
+  }
+  if (absl::StatusOr<ProxyRoutes> routes =
+          ProxyRoutes::Make(config.proxy.upstreams);
+      !routes.ok()) {
+    return ConfigExit{2, std::string(routes.status().message()) + "\n"};
   }
   config.tracker.pending_timeout_us = pending_timeout_seconds * 1000000;
   config.tracker.usage_grace_us = usage_grace_seconds * 1000000;

@@ -15,6 +15,7 @@
 #include "daemon/core/classifier.h"
 #include "daemon/core/lane_tracker.h"
 #include "daemon/pipeline/validation.h"
+#include "daemon/receiver/proxy/proxy_options.h"
 #include "daemon/store/sqlite/sqlite_store.h"
 
 namespace cachewatch {
@@ -40,6 +41,7 @@ struct Config {
   std::string tls_client_ca;
   std::string auth_token_file;       // Bearer tokens, one per line.
   double rate_limit_per_client = 0;  // Records/s per client; 0: none.
+  ProxyOptions proxy;                // --proxy-*; off unless proxy.listen.
 };
 
 // What ParseConfig decided: run with a config, or exit (after --help,

@@ -20,6 +20,7 @@
 #include "daemon/pipeline/ingest_pipeline.h"
 #include "daemon/receiver/grpc/cachewatch_service.h"
 #include "daemon/receiver/grpc/client_gate.h"
+#include "daemon/receiver/proxy/proxy_receiver.h"
 #include "daemon/store/sqlite/sqlite_store.h"
 #include "daemon/telemetry/telemetry.h"
 #include "daemon/util/file.h"
@@ -186,6 +187,20 @@ int RunServer(const Config& config, const std::string& version) {
   }
   CacheWatchService service(&pipeline, store->get(), &hub, &gate, &clock);
 
+  // The HTTP proxy receiver (docs/PROXY.md), feeding the same pipeline.
+  std::unique_ptr<ProxyReceiver> proxy;
+  if (!config.proxy.listen.empty()) {
+    absl::StatusOr<std::unique_ptr<ProxyReceiver>> started =
+        ProxyReceiver::Start(config.proxy, &pipeline, *registry);
+    if (!started.ok()) {
+      Log(LogLevel::kError, "cannot serve the HTTP proxy",
+          {{"address", config.proxy.listen},
+           {"error", std::string(started.status().message())}});
+      return 1;
+    }
+    proxy = *std::move(started);
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -202,6 +217,7 @@ int RunServer(const Config& config, const std::string& version) {
   Log(LogLevel::kInfo, "listening",
       {{"grpc", host + ":" + std::to_string(grpc_port)},
        {"metrics", metrics_address},
+       {"proxy", proxy ? proxy->address() : ""},
        {"db", config.store.path},
        {"tls", !config.tls_cert.empty()},
        {"mtls", !config.tls_client_ca.empty()},
@@ -223,6 +239,7 @@ int RunServer(const Config& config, const std::string& version) {
                      std::chrono::seconds(config.shutdown_grace_seconds));
     server->Wait();
   }
+  proxy.reset();   // Stops forwarding; observes and commits what is queued.
   store->reset();  // Drains the queue and commits.
   Log(LogLevel::kInfo, "stopped");
   return 0;
