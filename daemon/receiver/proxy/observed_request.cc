@@ -713,6 +713,32 @@ absl::Status ReadOpenAi(ProxyApi api, const Json& body, ObservedRequest* out) {
   return absl::OkStatus();
 }
 
+// Places each breakpoint in its segment, as the client library does: the
+// blocks of the segment after it (0: on the segment's last block).
+void SetBlocksAfter(v1::Snapshot& snapshot) {
+  for (v1::Breakpoint& breakpoint :
+       *snapshot.mutable_cache_control()->mutable_breakpoints()) {
+    int length = 0;
+    switch (breakpoint.segment()) {
+      case v1::PROMPT_SEGMENT_TOOLS:
+        length = snapshot.tools_size();
+        break;
+      case v1::PROMPT_SEGMENT_SYSTEM:
+        length = snapshot.system_sections_size();
+        break;
+      case v1::PROMPT_SEGMENT_MESSAGES:
+        length = snapshot.message_chain_size();
+        break;
+      default:
+        break;
+    }
+    if (static_cast<int64_t>(breakpoint.index()) < length) {
+      breakpoint.set_blocks_after(
+          static_cast<uint32_t>(length - 1 - breakpoint.index()));
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<ObservedRequest> ReadObservedRequest(ProxyApi api,
@@ -729,6 +755,7 @@ absl::StatusOr<ObservedRequest> ReadObservedRequest(ProxyApi api,
                                   ? ReadAnthropic(*root, headers, &out)
                                   : ReadOpenAi(api, *root, &out);
   if (!status.ok()) return status;
+  SetBlocksAfter(out.snapshot);
   Reader(&out).SetPrefixIdentity();
   return out;
 }
