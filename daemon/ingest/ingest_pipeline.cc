@@ -57,8 +57,10 @@ absl::StatusOr<size_t> IngestPipeline::RestoreLanes() {
   for (RestoredLane& lane : *lanes) {
     Shard& shard = ShardFor(lane.key);
     std::lock_guard<std::mutex> lock(shard.mutex);
-    shard.tracker->Restore(lane.key, std::move(lane.last_turn),
-                           lane.observed_ttl_seconds, now);
+    LaneState state;
+    state.last_turn = std::move(lane.last_turn);
+    state.observed_ttl_seconds = lane.observed_ttl_seconds;
+    shard.tracker->Restore(lane.key, std::move(state), now);
   }
   return lanes->size();
 }
