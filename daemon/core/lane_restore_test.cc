@@ -145,6 +145,19 @@ TEST_F(LaneRestoreTest, AWaitingSnapshotTimesOutFromWhenItWasReceived) {
   EXPECT_EQ(released[0].classification.verdict(), v1::VERDICT_OK);
 }
 
+// A lane forgotten for longer than the pending timeout: its unpaired
+// snapshot was given up long ago, and does not hold up the lane's next turn.
+TEST_F(LaneRestoreTest, AWaitingSnapshotPastItsTimeoutIsGivenUpOnRestore) {
+  Turn lost = MakeTurn(BaseSnapshot("lost", 10), Usage(0, 0, 0));
+  lost.usage.reset();
+  tracker_.Restore(kLane,
+                   State(MakeTurn(BaseSnapshot("r1", 0), Usage(0, 20000, 0)),
+                         {}, {{lost, now_ - 3 * 3600 * kSecond}}),
+                   now_);
+  EXPECT_EQ(Play("r3", 3 * 3600, Usage(0, 20000, 0)).verdict(),
+            v1::VERDICT_BREAK);
+}
+
 // A classification whose write was lost (e.g. turns released by an expiry
 // whose store write failed) is made again on restore, and handed back.
 TEST_F(LaneRestoreTest, RestoreReleasesCompleteWaitingTurns) {

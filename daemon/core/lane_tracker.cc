@@ -283,6 +283,12 @@ std::vector<ClassifiedTurn> LaneTracker::Restore(const LaneKey& key,
         RememberedTurn::Of(it->request_id, it->classification));
   }
   for (WaitingTurn& waiting : state.waiting) {
+    // A snapshot whose usage would have been given up by now, had the lane
+    // stayed in memory, is given up as it would have been.
+    if (!waiting.turn.usage.has_value() &&
+        now_us - waiting.received_us >= options_.pending_timeout_us) {
+      continue;
+    }
     const PendingKey pending_key{waiting.turn.request_time_us,
                                  waiting.turn.request_id};
     lane.pending.insert_or_assign(

@@ -121,8 +121,9 @@ class LaneTracker {
   // Seeds lane `key` with its state as the store holds it: its baseline and
   // TTL, the answers a retry gets (the newest remembered_request_ids of
   // `state.answered`) and its waiting turns, whose pending timeouts run from
-  // their `received_us`. A lane the tracker already holds is left as it is
-  // (what it holds is newer than what was read). Returns the turns the
+  // their `received_us` (a snapshot past its timeout is given up at once, as
+  // it would have been in memory). A lane the tracker already holds is left as
+  // it is (what it holds is newer than what was read). Returns the turns the
   // waiting ones released: complete turns no longer waiting behind one
   // (e.g. a classification whose write failed before a restart); they must
   // be stored like any other.
