@@ -44,6 +44,13 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(
   absl::StatusOr<std::unique_ptr<ReadConnection>> reader =
       ReadConnection::Open(options.path);
   if (!reader.ok()) return reader.status();
+  std::vector<std::unique_ptr<ReadConnection>> lookups;
+  for (int i = 0; i < std::max(1, options.lookup_connections); ++i) {
+    absl::StatusOr<std::unique_ptr<ReadConnection>> lookup =
+        ReadConnection::Open(options.path);
+    if (!lookup.ok()) return lookup.status();
+    lookups.push_back(*std::move(lookup));
+  }
   absl::StatusOr<std::unique_ptr<Checkpointer>> checkpointer =
       Checkpointer::Open(options.path, kCheckpointPages);
   if (!checkpointer.ok()) return checkpointer.status();
@@ -52,19 +59,39 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(
         checkpointer->WalGrew(wal_pages);
       },
       kCommitCheckpointPages);
-  return std::unique_ptr<Store>(new Store(options, *std::move(writer),
-                                          *std::move(reader),
-                                          *std::move(checkpointer)));
+  return std::unique_ptr<Store>(
+      new Store(options, *std::move(writer), *std::move(reader),
+                std::move(lookups), *std::move(checkpointer)));
 }
 
 Store::Store(const StoreOptions& options,
              std::unique_ptr<WriteConnection> writer,
              std::unique_ptr<ReadConnection> reader,
+             std::vector<std::unique_ptr<ReadConnection>> lookups,
              std::unique_ptr<Checkpointer> checkpointer)
     : options_(options),
       writer_(std::move(writer)),
       reader_(std::move(reader)),
-      checkpointer_(std::move(checkpointer)) {}
+      checkpointer_(std::move(checkpointer)) {
+  for (std::unique_ptr<ReadConnection>& reader : lookups) {
+    auto lookup = std::make_unique<Lookup>();
+    lookup->reader = std::move(reader);
+    lookups_.push_back(std::move(lookup));
+  }
+}
+
+template <typename Query>
+auto Store::WithLookup(const Query& query) {
+  const size_t start = next_lookup_.fetch_add(1, std::memory_order_relaxed);
+  for (size_t i = 0; i < lookups_.size(); ++i) {
+    Lookup& lookup = *lookups_[(start + i) % lookups_.size()];
+    std::unique_lock<std::mutex> lock(lookup.mu, std::try_to_lock);
+    if (lock.owns_lock()) return query(*lookup.reader);
+  }
+  Lookup& lookup = *lookups_[start % lookups_.size()];
+  std::lock_guard<std::mutex> lock(lookup.mu);
+  return query(*lookup.reader);
+}
 
 Store::~Store() {
   std::lock_guard<std::mutex> lock(queue_mu_);
@@ -190,8 +217,15 @@ absl::StatusOr<v1::GetLaneTimelineResponse> Store::LaneTimeline(
 
 absl::StatusOr<std::optional<v1::TurnClassification>> Store::FindClassification(
     const LaneKey& key, const std::string& request_id) {
-  std::lock_guard<std::mutex> lock(reader_mu_);
-  return reader_->FindClassification(key, request_id);
+  return WithLookup([&](ReadConnection& reader) {
+    return reader.FindClassification(key, request_id);
+  });
+}
+
+absl::StatusOr<std::optional<RestoredLane>> Store::LoadLane(
+    const LaneKey& key, const LaneLookup& lookup) {
+  return WithLookup(
+      [&](ReadConnection& reader) { return reader.LoadLane(key, lookup); });
 }
 
 absl::StatusOr<std::vector<RestoredLane>> Store::LoadRecentLanes(

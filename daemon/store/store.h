@@ -21,6 +21,7 @@
 #ifndef CACHEWATCH_DAEMON_STORE_STORE_H_
 #define CACHEWATCH_DAEMON_STORE_STORE_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -61,6 +62,9 @@ struct StoreOptions {
   // Records waiting for a commit; beyond this Write() answers
   // ResourceExhausted at once. Default 100,000.
   size_t max_queued_records = 100000;
+  // Connections for the ingest path's lane lookups (see LoadLane), each
+  // running one lookup at a time. Default 4.
+  int lookup_connections = 4;
   // synchronous=FULL (a commit survives power loss) instead of NORMAL (it
   // survives a process crash). Default false.
   bool synchronous_full = false;
@@ -139,6 +143,17 @@ class Store {
   // since_us (client clock), to seed LaneTracker::Restore.
   absl::StatusOr<std::vector<RestoredLane>> LoadRecentLanes(int64_t since_us);
 
+  // One lane's state, for a lane the tracker does not hold: its newest
+  // classified turn (the baseline, snapshot rebuilt), the TTL its most
+  // recent cache write showed, its newest `lookup.answered` classified turns
+  // with their classifications (oldest first) and its turns still waiting
+  // for a pair (at most `lookup.waiting`), within `lookup`'s bounds. One
+  // indexed range read (a lane never seen: one index seek), plus one more
+  // when none of the turns read showed a TTL; nullopt when the lane has no
+  // turn within the bounds.
+  absl::StatusOr<std::optional<RestoredLane>> LoadLane(
+      const LaneKey& key, const LaneLookup& lookup);
+
   // Retention: deletes turns and breaks with request time < cutoff_us, then
   // the tool lists no turn references, in small transactions so writes are
   // never held up long. Returns the rows deleted (turns, breaks and tool
@@ -160,6 +175,7 @@ class Store {
 
   Store(const StoreOptions& options, std::unique_ptr<WriteConnection> writer,
         std::unique_ptr<ReadConnection> reader,
+        std::vector<std::unique_ptr<ReadConnection>> lookups,
         std::unique_ptr<Checkpointer> checkpointer);
 
   // Called by the leader (the write at the queue's front, no commit in
@@ -196,6 +212,19 @@ class Store {
 
   std::mutex reader_mu_;
   const std::unique_ptr<ReadConnection> reader_ ABSL_PT_GUARDED_BY(reader_mu_);
+
+  // The ingest path's lookups (LoadLane, FindClassification) run on
+  // connections of their own, so that they neither wait behind a long query
+  // nor, up to their number, behind each other.
+  struct Lookup {
+    std::mutex mu;
+    std::unique_ptr<ReadConnection> reader ABSL_PT_GUARDED_BY(mu);
+  };
+  // Runs `query` on a free lookup connection (waiting for one when none is).
+  template <typename Query>
+  auto WithLookup(const Query& query);
+  std::vector<std::unique_ptr<Lookup>> lookups_;
+  std::atomic<size_t> next_lookup_{0};
 
   // Thread-safe. Declared last, so stopped before the connections close.
   const std::unique_ptr<Checkpointer> checkpointer_;

@@ -6,6 +6,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "daemon/store/store_test_util.h"
 
 namespace cachewatch::testing {
@@ -231,6 +233,95 @@ TEST_F(StoreTest, FindClassificationAnswersRetriesFromTheStore) {
   }
 }
 
+// A lane the tracker forgot: its baseline, its newest answers (a break's
+// event included) and its waiting snapshot, from one lookup; a snapshot
+// given up long ago stays given up; a lane never seen is nullopt.
+TEST_F(StoreTest, LoadLaneGivesTheLanesState) {
+  const LaneKey key = Key("s1", "main");
+  std::unique_ptr<Store> store = OpenStore();
+  for (int turn = 0; turn < 20; ++turn) {
+    const std::string id = "r" + std::to_string(turn);
+    ASSERT_TRUE(store
+                    ->Write(TurnUnit(key, id, kT0 + turn * kSecond,
+                                     Classified(key, id, v1::VERDICT_OK)))
+                    .ok());
+  }
+  std::vector<StoreWrite> broken =
+      TurnUnit(key, "r20", kT0 + 20 * kSecond,
+               BreakWrite(FullBreak(key, "r19", "r20", kT0 + 20 * kSecond)));
+  std::get<UsageWrite>(broken[1]).normalized.set_cache_write_1h_tokens(2000);
+  ASSERT_TRUE(store->Write(std::move(broken)).ok());
+  ASSERT_TRUE(store
+                  ->Write({SnapshotWrite{
+                      key, std::make_shared<const v1::Snapshot>(FullSnapshot(
+                               key, "waiting", kT0 + 30 * kSecond))}})
+                  .ok());
+
+  const int64_t now = absl::ToUnixMicros(absl::Now());
+  LaneLookup lookup;
+  lookup.since_us = kT0 - 3600 * kSecond;
+  lookup.waiting_since_us = now - 600 * kSecond;
+  absl::StatusOr<std::optional<RestoredLane>> lane =
+      store->LoadLane(key, lookup);
+  ASSERT_TRUE(lane.ok()) << lane.status();
+  ASSERT_TRUE(lane->has_value());
+  const LaneState& state = (*lane)->state;
+  ASSERT_TRUE(state.last_turn.has_value());
+  EXPECT_EQ(state.last_turn->request_id, "r20");
+  ASSERT_NE(state.last_turn->snapshot, nullptr);
+  EXPECT_TRUE(ProtoEquals(FullSnapshot(key, "r20", kT0 + 20 * kSecond),
+                          *state.last_turn->snapshot));
+  EXPECT_EQ(state.observed_ttl_seconds, 3600u);
+  ASSERT_EQ(state.answered.size(), 16u);
+  EXPECT_EQ(state.answered.front().request_id, "r5");
+  EXPECT_EQ(state.answered.back().request_id, "r20");
+  EXPECT_EQ(state.answered.back().classification.verdict(), v1::VERDICT_BREAK);
+  EXPECT_TRUE(ProtoEquals(FullBreak(key, "r19", "r20", kT0 + 20 * kSecond),
+                          state.answered.back().classification.cache_break()));
+  EXPECT_EQ(state.answered.front().classification.expected_reuse_tokens(),
+            40000);
+  ASSERT_EQ(state.waiting.size(), 1u);
+  EXPECT_EQ(state.waiting[0].turn.request_id, "waiting");
+  EXPECT_NE(state.waiting[0].turn.snapshot, nullptr);
+  EXPECT_FALSE(state.waiting[0].turn.usage.has_value());
+  EXPECT_GE(state.waiting[0].received_us, now - 60 * kSecond);
+
+  // Received before the pending timeout: given up, not waiting.
+  lookup.waiting_since_us = now + kSecond;
+  lane = store->LoadLane(key, lookup);
+  ASSERT_TRUE(lane.ok() && lane->has_value());
+  EXPECT_TRUE((*lane)->state.waiting.empty());
+  // Retention bounds how far back.
+  lookup.since_us = kT0 + 3600 * kSecond;
+  lane = store->LoadLane(key, lookup);
+  ASSERT_TRUE(lane.ok());
+  EXPECT_FALSE(lane->has_value());
+  lane = store->LoadLane(Key("never-seen"), LaneLookup{});
+  ASSERT_TRUE(lane.ok());
+  EXPECT_FALSE(lane->has_value());
+}
+
+// The TTL shown by a turn older than the answers read is still found.
+TEST_F(StoreTest, LoadLaneFindsAnOlderTtl) {
+  const LaneKey key = Key("s1", "main");
+  std::unique_ptr<Store> store = OpenStore();
+  for (int turn = 0; turn < 20; ++turn) {
+    const std::string id = "r" + std::to_string(turn);
+    std::vector<StoreWrite> unit = TurnUnit(
+        key, id, kT0 + turn * kSecond, Classified(key, id, v1::VERDICT_OK));
+    if (turn == 0) {
+      std::get<UsageWrite>(unit[1]).normalized.set_cache_write_5m_tokens(2000);
+    }
+    ASSERT_TRUE(store->Write(std::move(unit)).ok());
+  }
+  LaneLookup lookup;
+  lookup.since_us = kT0 - kSecond;
+  absl::StatusOr<std::optional<RestoredLane>> lane =
+      store->LoadLane(key, lookup);
+  ASSERT_TRUE(lane.ok() && lane->has_value());
+  EXPECT_EQ((*lane)->state.observed_ttl_seconds, 300u);
+}
+
 TEST_F(StoreTest, LoadRecentLanesAfterRestart) {
   const LaneKey main = Key("s1", "main");
   const LaneKey sub = Key("s1", "sub");
@@ -278,7 +369,7 @@ TEST_F(StoreTest, LoadRecentLanesAfterRestart) {
   ASSERT_EQ(restored_main.key, main);
   ASSERT_EQ(restored_sub.key, sub);
 
-  const Turn& turn = restored_main.last_turn;
+  const Turn& turn = *restored_main.state.last_turn;
   EXPECT_EQ(turn.request_id, "r1");
   ASSERT_NE(turn.snapshot, nullptr);
   EXPECT_TRUE(ProtoEquals(FullSnapshot(main, "r1", kT0 + 10 * kSecond),
@@ -291,11 +382,11 @@ TEST_F(StoreTest, LoadRecentLanesAfterRestart) {
   EXPECT_EQ(turn.provider, v1::PROVIDER_ANTHROPIC);
   EXPECT_EQ(turn.model, "claude-sonnet-4-5");
   EXPECT_EQ(turn.request_time_us, kT0 + 10 * kSecond);
-  EXPECT_EQ(restored_main.observed_ttl_seconds, 3600u);
+  EXPECT_EQ(restored_main.state.observed_ttl_seconds, 3600u);
 
-  EXPECT_EQ(restored_sub.last_turn.request_id, "s0");
-  EXPECT_FALSE(restored_sub.last_turn.provider_diagnostics.has_value());
-  EXPECT_EQ(restored_sub.observed_ttl_seconds, 300u);
+  EXPECT_EQ(restored_sub.state.last_turn->request_id, "s0");
+  EXPECT_FALSE(restored_sub.state.last_turn->provider_diagnostics.has_value());
+  EXPECT_EQ(restored_sub.state.observed_ttl_seconds, 300u);
 }
 
 TEST_F(StoreTest, DeleteOlderThanRemovesOnlyOldRows) {
