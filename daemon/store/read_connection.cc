@@ -682,6 +682,8 @@ absl::StatusOr<std::optional<RestoredLane>> ReadConnection::LoadLane(
   LaneState& state = lane.state;
   bool any = false;
   bool ttl_known = false;
+  // The baseline has no snapshot of its own and takes an older turn's.
+  bool inherit_snapshot = false;
   // Newest first; the baseline is the newest by (request time, request id).
   while (true) {
     absl::StatusOr<bool> row = s.Step();
@@ -736,6 +738,20 @@ absl::StatusOr<std::optional<RestoredLane>> ReadConnection::LoadLane(
       absl::StatusOr<Turn> turn = TurnOf(s, *std::move(snapshot));
       if (!turn.ok()) return turn.status();
       state.last_turn = *std::move(turn);
+      inherit_snapshot =
+          state.last_turn->snapshot == nullptr && *verdict != v1::VERDICT_BREAK;
+    } else if (inherit_snapshot) {
+      // The tracker measures the turn after a snapshot-less turn that was no
+      // break against the last snapshot its lane saw: so does the baseline.
+      if (s.Int(kSnapshotReceived) != 0) {
+        absl::StatusOr<std::shared_ptr<const v1::Snapshot>> snapshot =
+            SnapshotOf(s, tools);
+        if (!snapshot.ok()) return snapshot.status();
+        state.last_turn->snapshot = *std::move(snapshot);
+        inherit_snapshot = false;
+      } else if (*verdict == v1::VERDICT_BREAK) {
+        inherit_snapshot = false;
+      }
     }
   }
   if (!any) {

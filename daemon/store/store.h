@@ -144,7 +144,9 @@ class Store {
   absl::StatusOr<std::vector<RestoredLane>> LoadRecentLanes(int64_t since_us);
 
   // One lane's state, for a lane the tracker does not hold: its newest
-  // classified turn (the baseline, snapshot rebuilt), the TTL its most
+  // classified turn (the baseline, snapshot rebuilt; a turn without one that
+  // was no break carries the newest earlier turn's, as the tracker keeps
+  // it), the TTL its most
   // recent cache write showed, its newest `lookup.answered` classified turns
   // with their classifications (oldest first) and its turns still waiting
   // for a pair (at most `lookup.waiting`), within `lookup`'s bounds. One
