@@ -133,7 +133,9 @@ constexpr const char* kSelectLane = "SELECT " CACHEWATCH_TURN_COLUMNS R"sql(,
   verdict, expected_reuse_tokens, missed_tokens, received_at_us,
   (SELECT b.event FROM prompt_cache_breaks AS b WHERE b.break_id = t.break_id)
 FROM (
-  SELECT * FROM turns
+  SELECT )sql" CACHEWATCH_TURN_COLUMNS R"sql(, verdict, expected_reuse_tokens,
+    missed_tokens, received_at_us, break_id
+  FROM turns
   WHERE agent = :agent AND session_id = :session_id AND lane = :lane
     AND request_time_us >= :since_us
     AND ((verdict IS NOT NULL AND verdict <> 'pending')
@@ -702,7 +704,9 @@ absl::StatusOr<std::optional<RestoredLane>> ReadConnection::LoadLane(
       state.waiting.push_back({*std::move(turn), s.Int(kLaneReceivedAtUs)});
       continue;
     }
-    if (state.answered.size() >= lookup.answered) continue;
+    // Older turns are neither remembered nor waiting (a turn waits only
+    // behind an unclassified one): the read stops here.
+    if (state.answered.size() >= lookup.answered) break;
     if (!ttl_known &&
         (s.Int(kCacheWrite1hTokens) > 0 || s.Int(kCacheWrite5mTokens) > 0)) {
       state.observed_ttl_seconds = s.Int(kCacheWrite1hTokens) > 0 ? 3600 : 300;
