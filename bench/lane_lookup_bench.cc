@@ -2,9 +2,9 @@
 // lanes.
 //
 // A record for a lane no tracker holds reads the lane from the store
-// (Store::LoadLane) before it is tracked. This builds a store of --lanes
+// (SqliteStore::LoadLane) before it is tracked. This builds a store of --lanes
 // lanes as the daemon writes them (snapshot, usage and verdict of each turn,
-// through Store::Write in large batches): every lane with one turn, and
+// through SqliteStore::Write in large batches): every lane with one turn, and
 // 1,000 of them with 100 turns (a long session, whose lookup reads the 80
 // newest rows its tracker would hold). Then it times, on the same store,
 // LoadLane of random one-turn lanes, of the long lanes and of lanes never
@@ -42,7 +42,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/records.h"
-#include "daemon/store/store.h"
+#include "daemon/store/sqlite/sqlite_store.h"
 
 namespace cachewatch::bench {
 namespace {
@@ -80,7 +80,7 @@ void AddTurn(const LaneKey& key, int64_t turn, int64_t time_us,
   writes.push_back(std::move(verdict));
 }
 
-bool Build(Store& store, int64_t lanes, int64_t now_us) {
+bool Build(SqliteStore& store, int64_t lanes, int64_t now_us) {
   const auto start = Clock::now();
   std::vector<StoreWrite> writes;
   auto flush = [&] {
@@ -149,8 +149,8 @@ LaneLookup LookupAt(int64_t now_us) {
 
 // Lookups per second of `threads` threads doing LoadLane of random
 // one-turn lanes for `seconds`.
-double Throughput(Store& store, int64_t lanes, int threads, double seconds,
-                  int64_t now_us) {
+double Throughput(SqliteStore& store, int64_t lanes, int threads,
+                  double seconds, int64_t now_us) {
   std::atomic<bool> stop{false};
   std::atomic<int64_t> done{0};
   std::vector<std::thread> workers;
@@ -207,7 +207,8 @@ int Main(int argc, char** argv) {
   options.path = db_path;
   options.max_batch_records = kLanesPerWrite * 3 * kLongLaneTurns;
   options.max_queued_records = options.max_batch_records * 2;
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
+  absl::StatusOr<std::unique_ptr<SqliteStore>> store =
+      SqliteStore::Open(options);
   if (!store.ok()) {
     std::fprintf(stderr, "lane_lookup_bench: %s\n",
                  store.status().ToString().c_str());

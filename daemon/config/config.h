@@ -14,8 +14,8 @@
 #include "absl/status/statusor.h"
 #include "daemon/core/classifier.h"
 #include "daemon/core/lane_tracker.h"
-#include "daemon/ingest/validation.h"
-#include "daemon/store/store.h"
+#include "daemon/pipeline/validation.h"
+#include "daemon/store/sqlite/sqlite_store.h"
 
 namespace cachewatch {
 

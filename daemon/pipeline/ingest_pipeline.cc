@@ -1,0 +1,334 @@
+#include "daemon/pipeline/ingest_pipeline.h"
+
+#include <google/protobuf/util/time_util.h>
+
+#include <chrono>
+#include <iterator>
+#include <string>
+#include <utility>
+
+#include "daemon/util/log.h"
+#include "daemon/util/status_macros.h"
+
+namespace cachewatch {
+namespace {
+
+constexpr int64_t kRetentionPeriodUs = 60 * 1'000'000;
+
+IngestOutcome OutcomeOf(const ProcessedRecord& record) {
+  switch (record.status.code()) {
+    case absl::StatusCode::kOk:
+      return record.duplicate ? IngestOutcome::kDuplicate
+                              : IngestOutcome::kAccepted;
+    case absl::StatusCode::kInvalidArgument:
+      return IngestOutcome::kInvalid;
+    case absl::StatusCode::kResourceExhausted:
+      return IngestOutcome::kResourceExhausted;
+    case absl::StatusCode::kUnauthenticated:
+      return IngestOutcome::kUnauthenticated;
+    default:
+      return IngestOutcome::kUnavailable;
+  }
+}
+
+}  // namespace
+
+IngestPipeline::IngestPipeline(const PipelineOptions& options,
+                               RecordStore* store, TurnExporter* exporter,
+                               Telemetry* telemetry, const Clock* clock)
+    : options_(options),
+      store_(store),
+      exporter_(exporter),
+      telemetry_(telemetry),
+      clock_(clock) {
+  TrackerOptions per_shard = options_.tracker;
+  per_shard.max_lanes =
+      std::max<size_t>(1, options_.tracker.max_lanes / options_.shards);
+  for (int i = 0; i < options_.shards; ++i) {
+    auto shard = std::make_unique<Shard>();
+    shard->tracker =
+        std::make_unique<LaneTracker>(per_shard, options_.classifier);
+    shards_.push_back(std::move(shard));
+  }
+}
+
+IngestPipeline::Shard& IngestPipeline::ShardFor(const LaneKey& key) {
+  return *shards_[LaneKeyHash()(key) % shards_.size()];
+}
+
+LaneLookup IngestPipeline::LookupAt(int64_t now_us) const {
+  LaneLookup lookup;
+  lookup.since_us =
+      options_.retention_us > 0 ? now_us - options_.retention_us : 0;
+  lookup.waiting_since_us = now_us - options_.tracker.pending_timeout_us;
+  lookup.answered = options_.tracker.remembered_request_ids;
+  lookup.waiting = options_.tracker.max_pending_per_lane;
+  return lookup;
+}
+
+absl::StatusOr<size_t> IngestPipeline::RestoreLanes() {
+  const int64_t now = clock_->NowMicros();
+  absl::StatusOr<std::vector<RestoredLane>> recent =
+      store_->LoadRecentLanes(now - options_.restore_window_us);
+  if (!recent.ok()) return recent.status();
+  const LaneLookup lookup = LookupAt(now);
+  std::vector<ClassifiedTurn> released;
+  for (const RestoredLane& lane : *recent) {
+    absl::StatusOr<std::optional<RestoredLane>> stored =
+        store_->LoadLane(lane.key, lookup);
+    if (!stored.ok()) return stored.status();
+    if (!stored->has_value()) continue;
+    Shard& shard = ShardFor(lane.key);
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    std::vector<ClassifiedTurn> restored =
+        shard.tracker->Restore(lane.key, std::move((*stored)->state), now);
+    std::move(restored.begin(), restored.end(), std::back_inserter(released));
+  }
+  if (!released.empty()) {
+    std::vector<StoreWrite> writes;
+    AddClassifications(released, writes);
+    if (absl::Status written = store_->Write(std::move(writes));
+        !written.ok()) {
+      return written;
+    }
+    Export(released);
+  }
+  return recent->size();
+}
+
+absl::Status IngestPipeline::Track(
+    const LaneKey& key, const std::string& request_id, int64_t time_us,
+    int64_t now_us, std::vector<ClassifiedTurn>& released,
+    std::optional<v1::TurnClassification>& answered,
+    const std::function<void(LaneTracker&)>& track) {
+  Shard& shard = ShardFor(key);
+  std::optional<LaneState> loaded;
+  bool asked_store = false;
+  while (true) {
+    bool missing = false;
+    {
+      std::lock_guard<std::mutex> lock(shard.mutex);
+      LaneTracker& tracker = *shard.tracker;
+      if (loaded.has_value()) {
+        std::vector<ClassifiedTurn> restored =
+            tracker.Restore(key, *std::move(loaded), now_us);
+        std::move(restored.begin(), restored.end(),
+                  std::back_inserter(released));
+        loaded.reset();
+      }
+      if (!tracker.HasLane(key)) {
+        missing = true;
+      } else if (asked_store ||
+                 !tracker.MayHaveForgotten(key, request_id, time_us)) {
+        track(tracker);
+        return absl::OkStatus();
+      }
+    }
+    if (missing) {
+      absl::StatusOr<std::optional<RestoredLane>> stored =
+          store_->LoadLane(key, LookupAt(now_us));
+      if (!stored.ok()) return stored.status();
+      // A lane truly new is restored empty: held from now on.
+      loaded = stored->has_value() ? std::move((*stored)->state) : LaneState{};
+      continue;
+    }
+    absl::StatusOr<std::optional<v1::TurnClassification>> found =
+        store_->FindClassification(key, request_id);
+    if (!found.ok()) return found.status();
+    if (found->has_value()) {
+      answered = **std::move(found);
+      return absl::OkStatus();
+    }
+    asked_store = true;
+  }
+}
+
+void IngestPipeline::AddClassifications(
+    const std::vector<ClassifiedTurn>& classified,
+    std::vector<StoreWrite>& writes) {
+  for (const ClassifiedTurn& turn : classified) {
+    writes.push_back(ClassificationWrite{turn.key, turn.turn.request_id,
+                                         turn.classification});
+  }
+}
+
+ProcessedRecord IngestPipeline::Reject(RecordKind kind, absl::Status status) {
+  ProcessedRecord record;
+  record.kind = kind;
+  record.status = std::move(status);
+  CountOutcome(record);
+  return record;
+}
+
+ProcessedRecord IngestPipeline::ProcessSnapshot(v1::Snapshot snapshot) {
+  ProcessedRecord record;
+  record.request_id = snapshot.request_id();
+  const int64_t now = clock_->NowMicros();
+  record.status = ValidateSnapshot(snapshot, options_.limits, now);
+  if (!record.status.ok()) {
+    CountOutcome(record);
+    return record;
+  }
+  const LaneKey key = LaneKeyOf(snapshot);
+  const int64_t request_time_us =
+      google::protobuf::util::TimeUtil::TimestampToMicroseconds(
+          snapshot.request_time());
+  auto shared = std::make_shared<const v1::Snapshot>(std::move(snapshot));
+  SnapshotResult result;
+  std::vector<ClassifiedTurn> released;
+  std::optional<v1::TurnClassification> answered;
+  record.status = Track(
+      key, record.request_id, request_time_us, now, released, answered,
+      [&](LaneTracker& tracker) { result = tracker.AddSnapshot(shared, now); });
+  if (!record.status.ok()) {
+    CountOutcome(record);
+    return record;
+  }
+  // A duplicate is written again: the store ignores what it already has, and
+  // a retry after a failed commit is made durable this time.
+  record.duplicate =
+      answered.has_value() || result.outcome == RecordOutcome::kDuplicate;
+  record.writes.push_back(SnapshotWrite{key, std::move(shared)});
+  std::move(result.classified.begin(), result.classified.end(),
+            std::back_inserter(released));
+  AddClassifications(released, record.writes);
+  record.classified = std::move(released);
+  return record;
+}
+
+ProcessedRecord IngestPipeline::ProcessUsage(v1::Usage usage) {
+  ProcessedRecord record;
+  record.kind = RecordKind::kUsage;
+  record.request_id = usage.request_id();
+  const int64_t now = clock_->NowMicros();
+  absl::StatusOr<v1::NormalizedUsage> normalized =
+      ValidateUsage(usage, options_.limits, now);
+  if (!normalized.ok()) {
+    record.status = normalized.status();
+    CountOutcome(record);
+    return record;
+  }
+  const LaneKey key = LaneKeyOf(usage);
+  const int64_t response_time_us =
+      google::protobuf::util::TimeUtil::TimestampToMicroseconds(
+          usage.response_time());
+  UsageResult result;
+  std::vector<ClassifiedTurn> released;
+  std::optional<v1::TurnClassification> answered;
+  record.status = Track(key, record.request_id, response_time_us, now, released,
+                        answered, [&](LaneTracker& tracker) {
+                          result = tracker.AddUsage(usage, *normalized, now);
+                        });
+  if (!record.status.ok()) {
+    CountOutcome(record);
+    return record;
+  }
+  if (answered.has_value()) {
+    result.outcome = RecordOutcome::kDuplicate;
+    result.classification = *std::move(answered);
+  }
+  record.duplicate = result.outcome == RecordOutcome::kDuplicate;
+  record.classification = result.classification;
+  // A retry's classification is written again, like its records: the store
+  // keeps the verdict it has, and stores it if a failed commit lost it.
+  if (record.duplicate &&
+      result.classification.verdict() != v1::VERDICT_PENDING) {
+    record.writes.push_back(
+        ClassificationWrite{key, usage.request_id(), result.classification});
+  }
+  record.writes.push_back(
+      UsageWrite{key, std::move(usage), *std::move(normalized)});
+  std::move(result.classified.begin(), result.classified.end(),
+            std::back_inserter(released));
+  AddClassifications(released, record.writes);
+  record.classified = std::move(released);
+  return record;
+}
+
+void IngestPipeline::Commit(std::vector<ProcessedRecord*> records) {
+  std::vector<StoreWrite> writes;
+  for (ProcessedRecord* record : records) {
+    if (!record->status.ok()) continue;
+    for (StoreWrite& write : record->writes) writes.push_back(std::move(write));
+    record->writes.clear();
+  }
+  absl::Status committed;
+  if (!writes.empty()) {
+    const size_t count = writes.size();
+    const auto start = std::chrono::steady_clock::now();
+    committed = store_->Write(std::move(writes));
+    telemetry_->ObserveStoreCommit(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count(),
+        count, committed.ok());
+    // A full queue is back-pressure, not an unhealthy store.
+    if (committed.code() != absl::StatusCode::kResourceExhausted) {
+      telemetry_->SetStoreHealthy(committed.ok());
+    }
+  }
+  for (ProcessedRecord* record : records) {
+    if (!record->status.ok()) continue;  // Counted when it was rejected.
+    if (!committed.ok()) record->status = committed;
+    CountOutcome(*record);
+    if (committed.ok()) Export(record->classified);
+  }
+}
+
+void IngestPipeline::CountOutcome(const ProcessedRecord& record) {
+  telemetry_->OnIngest(record.kind, OutcomeOf(record));
+}
+
+void IngestPipeline::Export(const std::vector<ClassifiedTurn>& classified) {
+  if (classified.empty()) return;
+  if (!exporter_->Export(classified).ok()) telemetry_->OnExportFailed();
+}
+
+void IngestPipeline::Maintain() {
+  std::lock_guard<std::mutex> maintenance(maintenance_mutex_);
+  const int64_t now = clock_->NowMicros();
+  for (const std::unique_ptr<Shard>& shard : shards_) {
+    std::vector<ClassifiedTurn> released;
+    {
+      std::lock_guard<std::mutex> lock(shard->mutex);
+      released = shard->tracker->Expire(now);
+    }
+    if (released.empty()) continue;
+    std::vector<StoreWrite> writes;
+    AddClassifications(released, writes);
+    // Released turns not stored now stay pending in the store; their
+    // records themselves are durable already.
+    const absl::Status stored = store_->Write(std::move(writes));
+    if (stored.ok()) {
+      Export(released);
+    } else {
+      Log(LogLevel::kWarn, "could not store expired turns' classifications",
+          {{"turns", released.size()},
+           {"error", std::string(stored.message())}});
+    }
+  }
+  telemetry_->SetActiveLanes(lane_count());
+  telemetry_->SetStoreQueueDepth(store_->queued_records());
+  if (options_.retention_us > 0 &&
+      now - last_retention_us_ >= kRetentionPeriodUs) {
+    last_retention_us_ = now;
+    absl::StatusOr<int64_t> deleted =
+        store_->DeleteOlderThan(now - options_.retention_us);
+    if (deleted.ok()) {
+      telemetry_->OnRetentionDeleted(*deleted);
+    } else {
+      Log(LogLevel::kWarn, "retention failed",
+          {{"error", std::string(deleted.status().message())}});
+    }
+  }
+}
+
+size_t IngestPipeline::lane_count() {
+  size_t lanes = 0;
+  for (const std::unique_ptr<Shard>& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard->mutex);
+    lanes += shard->tracker->lane_count();
+  }
+  return lanes;
+}
+
+}  // namespace cachewatch
