@@ -95,7 +95,12 @@ TraceAnalysis AnalyzeTrace(
         on_invalid,
     const TrackerOptions& options) {
   TraceAnalysis analysis;
-  LaneTracker tracker(options, ClassifierOptions{});
+  // The whole trace is at hand: no lane is ever forgotten, as the daemon
+  // forgets none (it reads an evicted lane back from its store).
+  TrackerOptions tracker_options = options;
+  tracker_options.idle_lane_timeout_us = std::numeric_limits<int64_t>::max();
+  tracker_options.max_lanes = std::numeric_limits<size_t>::max();
+  LaneTracker tracker(tracker_options, ClassifierOptions{});
   const ValidationLimits limits;
   int64_t now_us = std::numeric_limits<int64_t>::min();
   for (const TraceRecord& entry : records) {

@@ -238,7 +238,6 @@ absl::Status WriteConnection::Apply(const ClassificationWrite& write,
   const v1::TurnClassification& classification = write.classification;
   const bool is_break = classification.verdict() == v1::VERDICT_BREAK;
   const v1::PromptCacheBreak& event = classification.cache_break();
-  if (is_break) CACHEWATCH_RETURN_IF_ERROR(InsertBreak(write.key, event));
 
   Statement& s = upsert_classification_;
   StatementReset reset(s);
@@ -257,7 +256,11 @@ absl::Status WriteConnection::Apply(const ClassificationWrite& write,
   s.BindInt(":expected_reuse_tokens", classification.expected_reuse_tokens());
   s.BindInt(":missed_tokens", classification.missed_tokens());
   s.BindInt(":received_at_us", now_us);
-  return s.Run();
+  CACHEWATCH_RETURN_IF_ERROR(s.Run());
+  // The break of a turn that already had its verdict is not this turn's:
+  // the stored verdict stands, and no break row is added beside it.
+  if (!is_break || db_.Changes() == 0) return absl::OkStatus();
+  return InsertBreak(write.key, event);
 }
 
 absl::Status WriteConnection::InsertBreak(const LaneKey& key,
