@@ -1,6 +1,11 @@
-// The cachewatch.v1.CacheWatch gRPC service (synchronous API): ingest RPCs
-// go through the IngestPipeline and answer once the record is durable; query
-// RPCs read the store; WatchBreaks follows the BreakHub.
+// The cachewatch.v1.CacheWatch gRPC service (synchronous API, but Record on
+// the callback API, record_stream.h): ingest RPCs go through the
+// IngestPipeline and answer once the record is durable; query RPCs read the
+// store; WatchBreaks follows the BreakHub.
+//
+// The ingest RPCs receive raw bytes and decode each record themselves
+// (record_decoder.h): an undecodable record is answered INVALID_ARGUMENT
+// naming the field, never with INTERNAL or the end of its stream.
 //
 // Thread-safe; gRPC calls it from its own thread pool.
 #ifndef CACHEWATCH_DAEMON_INGEST_CACHEWATCH_SERVICE_H_
@@ -15,22 +20,20 @@
 #include "daemon/ingest/client_gate.h"
 #include "daemon/ingest/clock.h"
 #include "daemon/ingest/ingest_pipeline.h"
+#include "daemon/ingest/record_stream.h"
 #include "daemon/store/store.h"
 
 namespace cachewatch {
 
-class CacheWatchService final : public v1::CacheWatch::Service {
+class CacheWatchService final
+    : public v1::CacheWatch::WithRawCallbackMethod_Record<
+          v1::CacheWatch::Service> {
  public:
   // All pointers must outlive the service. Every call passes `gate`:
   // UNAUTHENTICATED without a valid token (when tokens are configured), and
   // ingest calls are charged to the client's rate limit.
   CacheWatchService(IngestPipeline* pipeline, Store* store, BreakHub* hub,
-                    ClientGate* gate, const Clock* clock)
-      : pipeline_(pipeline),
-        store_(store),
-        hub_(hub),
-        gate_(gate),
-        clock_(clock) {}
+                    ClientGate* gate, const Clock* clock);
 
   // Ends open Record streams' waits and WatchBreaks calls (for shutdown).
   void BeginShutdown() { shutting_down_ = true; }
@@ -41,10 +44,8 @@ class CacheWatchService final : public v1::CacheWatch::Service {
   grpc::Status RecordUsage(grpc::ServerContext* context,
                            const v1::RecordUsageRequest* request,
                            v1::RecordUsageResponse* response) override;
-  grpc::Status Record(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::RecordAck, v1::RecordRequest>* stream)
-      override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Record(
+      grpc::CallbackServerContext* context) override;
   grpc::Status ListBreaks(grpc::ServerContext* context,
                           const v1::ListBreaksRequest* request,
                           v1::ListBreaksResponse* response) override;
@@ -60,7 +61,15 @@ class CacheWatchService final : public v1::CacheWatch::Service {
 
  private:
   // The caller's identity, or UNAUTHENTICATED.
-  absl::StatusOr<std::string> Authenticate(grpc::ServerContext* context) const;
+  absl::StatusOr<std::string> Authenticate(
+      grpc::ServerContextBase* context) const;
+  // RecordSnapshot and RecordUsage on raw bytes: decode, then as above.
+  grpc::Status DecodeAndRecordSnapshot(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* call);
+  grpc::Status DecodeAndRecordUsage(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* call);
   // Authenticates and charges one record; the refusal, if any, is counted.
   absl::Status Admit(grpc::ServerContext* context, bool is_usage);
 
@@ -70,6 +79,7 @@ class CacheWatchService final : public v1::CacheWatch::Service {
   ClientGate* const gate_;
   const Clock* const clock_;
   std::atomic<bool> shutting_down_{false};
+  RecordStreams streams_;
 };
 
 }  // namespace cachewatch

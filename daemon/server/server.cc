@@ -1,5 +1,6 @@
 #include "daemon/server/server.h"
 
+#include <google/protobuf/stubs/logging.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -38,6 +39,16 @@ PipelineOptions PipelineOptionsFrom(const Config& config) {
 }
 
 constexpr char kServiceName[] = "cachewatch.v1.CacheWatch";
+
+// protobuf logs every string it refuses as invalid UTF-8, on stderr and not
+// as JSON; that refusal is answered to the client (record_decoder.h), so
+// its lines go to the debug level, in the daemon's format.
+void LogFromProtobuf(google::protobuf::LogLevel level, const char* file,
+                     int line, const std::string& message) {
+  Log(level >= google::protobuf::LOGLEVEL_FATAL ? LogLevel::kError
+                                                : LogLevel::kDebug,
+      "protobuf", {{"file", file}, {"line", line}, {"detail", message}});
+}
 
 // Runs `pipeline.Maintain()` every second until stopped, and reports the
 // store's state as the health of the cachewatch service: NOT_SERVING while
@@ -107,6 +118,7 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
 
 int RunServer(const Config& config, const std::string& version) {
   SetLogLevel(ParseLogLevel(config.log_level));
+  google::protobuf::SetLogHandler(&LogFromProtobuf);
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
