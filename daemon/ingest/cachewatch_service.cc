@@ -76,10 +76,19 @@ absl::StatusOr<std::string> CacheWatchService::Authenticate(
   return gate_->Authenticate(authorization, context->peer());
 }
 
+void CacheWatchService::BeginShutdown() {
+  shutting_down_ = true;
+  streams_.StopAll();
+}
+
 absl::Status CacheWatchService::Admit(grpc::ServerContext* context,
                                       bool is_usage) {
   absl::StatusOr<std::string> client = Authenticate(context);
   absl::Status status = client.status();
+  if (status.ok() && shutting_down_) {
+    status =
+        absl::UnavailableError(RecordStream::StoppingStatus().error_message());
+  }
   if (status.ok()) status = gate_->Admit(*client, 1, clock_->NowMicros());
   if (!status.ok()) pipeline_->Reject(is_usage, status);
   return status;
@@ -194,10 +203,10 @@ grpc::Status CacheWatchService::WatchBreaks(
                             "watch: fell too far behind the break stream; "
                             "reconnect and catch up with ListBreaks");
       case BreakHub::NextResult::kClosed:
-        return grpc::Status::OK;
+        return RecordStream::StoppingStatus();
     }
   }
-  return grpc::Status::OK;
+  return shutting_down_ ? RecordStream::StoppingStatus() : grpc::Status::OK;
 }
 
 grpc::Status CacheWatchService::GetLaneTimeline(

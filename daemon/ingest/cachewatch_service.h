@@ -14,6 +14,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <chrono>
 
 #include "cachewatch/v1/service.grpc.pb.h"
 #include "daemon/ingest/break_hub.h"
@@ -35,8 +36,16 @@ class CacheWatchService final
   CacheWatchService(IngestPipeline* pipeline, Store* store, BreakHub* hub,
                     ClientGate* gate, const Clock* clock);
 
-  // Ends open Record streams' waits and WatchBreaks calls (for shutdown).
-  void BeginShutdown() { shutting_down_ = true; }
+  // For shutdown: refuses new ingest calls and Record streams with
+  // UNAVAILABLE, makes every open Record stream acknowledge what it has
+  // read and end with UNAVAILABLE (record_stream.h), and ends WatchBreaks
+  // calls with UNAVAILABLE.
+  void BeginShutdown();
+  // After BeginShutdown: waits until every Record stream has ended or
+  // `deadline`; true if all ended.
+  bool WaitForRecordStreams(std::chrono::steady_clock::time_point deadline) {
+    return streams_.WaitUntilAllEnded(deadline);
+  }
 
   grpc::Status RecordSnapshot(grpc::ServerContext* context,
                               const v1::RecordSnapshotRequest* request,

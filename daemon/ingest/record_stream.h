@@ -64,7 +64,7 @@ class RecordStream final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // Records a stream may have read but not yet committed.
-  static constexpr size_t kMaxInFlight = 4096;
+  static constexpr size_t kMaxInFlight = 1024;
   // The status of a stream the daemon ended because it is stopping.
   static grpc::Status StoppingStatus();
 

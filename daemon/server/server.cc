@@ -40,6 +40,10 @@ PipelineOptions PipelineOptionsFrom(const Config& config) {
 
 constexpr char kServiceName[] = "cachewatch.v1.CacheWatch";
 
+// At shutdown, once the Record streams have ended, the longest the other
+// calls in flight may take.
+constexpr std::chrono::seconds kFinalCallsGrace(1);
+
 // protobuf logs every string it refuses as invalid UTF-8, on stderr and not
 // as JSON; that refusal is answered to the client (record_decoder.h), so
 // its lines go to the debug level, in the daemon's format.
@@ -210,12 +214,31 @@ int RunServer(const Config& config, const std::string& version) {
     MaintenanceLoop maintenance(&pipeline, store->get(),
                                 server->GetHealthCheckService());
     sigwait(&signals, &signal_number);
+    // The shutdown sequence (docs/OPERATIONS.md): health NOT_SERVING first,
+    // while the server still answers health checks; then new ingest calls
+    // and streams are refused, open Record streams acknowledge everything
+    // they read and end with UNAVAILABLE; then the server stops, cancelling
+    // what is left when the grace period is over.
+    const auto grace = std::chrono::seconds(config.shutdown_grace_seconds);
+    const auto deadline = std::chrono::steady_clock::now() + grace;
     Log(LogLevel::kInfo, "shutting down", {{"signal", signal_number}});
     server->GetHealthCheckService()->SetServingStatus(false);
     service.BeginShutdown();
     hub.Close();
-    server->Shutdown(std::chrono::system_clock::now() +
-                     std::chrono::seconds(config.shutdown_grace_seconds));
+    if (!service.WaitForRecordStreams(deadline)) {
+      Log(LogLevel::kWarn, "record streams still open after the grace period");
+    }
+    // Ingest calls admitted before BeginShutdown finish within a commit; the
+    // rest (queries, health checks, which gRPC's Shutdown can otherwise wait
+    // on for the whole grace period) get at most kFinalCallsGrace.
+    const auto remaining =
+        std::max(deadline - std::chrono::steady_clock::now(),
+                 std::chrono::steady_clock::duration::zero());
+    server->Shutdown(
+        std::chrono::system_clock::now() +
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::min<std::chrono::steady_clock::duration>(remaining,
+                                                          kFinalCallsGrace)));
     server->Wait();
   }
   store->reset();  // Drains the queue and commits.
