@@ -56,26 +56,36 @@ void LogFromProtobuf(google::protobuf::LogLevel level, const char* file,
 
 // Runs `pipeline.Maintain()` every second until stopped, and reports the
 // store's state as the health of the cachewatch service: NOT_SERVING while
-// its last commit failed (the server itself, "", stays SERVING: queries
-// still work and the daemon recovers by itself).
+// it cannot write — its last commit failed, or a write probe (at start and
+// every second while unhealthy) fails, as on a database started full (the
+// server itself, "", stays SERVING: queries still work and the daemon
+// recovers by itself).
 class MaintenanceLoop {
  public:
-  MaintenanceLoop(IngestPipeline* pipeline, Store* store,
-                  grpc::HealthCheckServiceInterface* health)
-      : thread_([this, pipeline, store, health] {
+  // `healthy`: the state reported now.
+  MaintenanceLoop(IngestPipeline* pipeline, Store* store, Metrics* metrics,
+                  grpc::HealthCheckServiceInterface* health, bool healthy)
+      : thread_([this, pipeline, store, metrics, health, healthy]() mutable {
           std::unique_lock<std::mutex> lock(mutex_);
-          bool healthy = true;
           while (!stop_cv_.wait_for(lock, std::chrono::seconds(1),
                                     [this] { return stopping_; })) {
             lock.unlock();
             pipeline->Maintain();
-            const bool now_healthy = !store->stats().last_commit_failed;
+            const absl::Status probed =
+                healthy ? absl::OkStatus() : store->ProbeWritable();
+            const StoreStats stats = store->stats();
+            const bool now_healthy = probed.ok() && !stats.last_commit_failed;
             if (now_healthy != healthy) {
               healthy = now_healthy;
               health->SetServingStatus(kServiceName, healthy);
-              Log(healthy ? LogLevel::kInfo : LogLevel::kWarn,
-                  healthy ? "store writable again" : "store cannot write",
-                  {{"error", store->stats().last_error}});
+              metrics->SetStoreHealthy(healthy);
+              if (healthy) {
+                Log(LogLevel::kInfo, "store writable again");
+              } else {
+                Log(LogLevel::kWarn, "store cannot write",
+                    {{"error", probed.ok() ? stats.last_error
+                                           : std::string(probed.message())}});
+              }
             }
             lock.lock();
           }
@@ -210,9 +220,16 @@ int RunServer(const Config& config, const std::string& version) {
 
   int signal_number = 0;
   {
-    server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
-    MaintenanceLoop maintenance(&pipeline, store->get(),
-                                server->GetHealthCheckService());
+    const absl::Status writable = (*store)->ProbeWritable();
+    if (!writable.ok()) {
+      Log(LogLevel::kWarn, "store cannot write",
+          {{"error", std::string(writable.message())}});
+    }
+    metrics.SetStoreHealthy(writable.ok());
+    server->GetHealthCheckService()->SetServingStatus(kServiceName,
+                                                      writable.ok());
+    MaintenanceLoop maintenance(&pipeline, store->get(), &metrics,
+                                server->GetHealthCheckService(), writable.ok());
     sigwait(&signals, &signal_number);
     // The shutdown sequence (docs/OPERATIONS.md): health NOT_SERVING first,
     // while the server still answers health checks; then new ingest calls

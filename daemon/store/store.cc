@@ -233,6 +233,12 @@ StoreStats Store::stats() const {
   return stats;
 }
 
+absl::Status Store::ProbeWritable() {
+  constexpr int64_t kHeadroomBytes = 64 * 1024;
+  std::lock_guard<std::mutex> lock(writer_mu_);
+  return writer_->ProbeWritable(options_.path, kHeadroomBytes);
+}
+
 absl::Status Store::SetMaxPageCountForTesting(int64_t pages) {
   std::lock_guard<std::mutex> lock(writer_mu_);
   return writer_->SetMaxPageCount(pages);

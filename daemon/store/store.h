@@ -145,6 +145,11 @@ class Store {
   // lists).
   absl::StatusOr<int64_t> DeleteOlderThan(int64_t cutoff_us);
 
+  // Whether a write could succeed now, changing nothing: OK, or Unavailable
+  // naming why not (size cap or file system within 64 KiB of full, database
+  // read-only or failing). Cheap: for health at start and after a failure.
+  absl::Status ProbeWritable();
+
   // Records waiting for a commit.
   size_t queued_records() const;
   StoreStats stats() const;
