@@ -159,6 +159,11 @@ grpc::Status CacheWatchService::ListBreaks(grpc::ServerContext* context,
   if (auto client = Authenticate(context); !client.ok()) {
     return ToGrpc(client.status());
   }
+  if (absl::Status valid =
+          ValidateListBreaksRequest(*request, pipeline_->limits());
+      !valid.ok()) {
+    return ToGrpc(valid);
+  }
   absl::StatusOr<v1::ListBreaksResponse> result = store_->ListBreaks(*request);
   if (!result.ok()) return ToGrpc(result.status());
   *response = *std::move(result);
@@ -171,9 +176,10 @@ grpc::Status CacheWatchService::ExplainBreak(
   if (auto client = Authenticate(context); !client.ok()) {
     return ToGrpc(client.status());
   }
-  if (request->break_id().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "break_id: required");
+  if (absl::Status valid =
+          ValidateExplainBreakRequest(*request, pipeline_->limits());
+      !valid.ok()) {
+    return ToGrpc(valid);
   }
   absl::StatusOr<v1::ExplainBreakResponse> result =
       store_->ExplainBreak(request->break_id());
@@ -187,6 +193,11 @@ grpc::Status CacheWatchService::WatchBreaks(
     grpc::ServerWriter<v1::PromptCacheBreak>* writer) {
   if (auto client = Authenticate(context); !client.ok()) {
     return ToGrpc(client.status());
+  }
+  if (absl::Status valid =
+          ValidateWatchBreaksRequest(*request, pipeline_->limits());
+      !valid.ok()) {
+    return ToGrpc(valid);
   }
   std::shared_ptr<BreakHub::Subscription> subscription =
       hub_->Subscribe(*request);
@@ -215,10 +226,10 @@ grpc::Status CacheWatchService::GetLaneTimeline(
   if (auto client = Authenticate(context); !client.ok()) {
     return ToGrpc(client.status());
   }
-  if (request->agent().empty() || request->session_id().empty()) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        request->agent().empty() ? "agent: required" : "session_id: required");
+  if (absl::Status valid =
+          ValidateLaneTimelineRequest(*request, pipeline_->limits());
+      !valid.ok()) {
+    return ToGrpc(valid);
   }
   const LaneKey key = LaneKeyOf(*request);
   absl::StatusOr<v1::GetLaneTimelineResponse> result =
