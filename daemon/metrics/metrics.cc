@@ -57,7 +57,8 @@ Family<Histogram>& HistogramFamily(prometheus::Registry& registry,
 }  // namespace
 
 Metrics::Metrics(const MetricsOptions& options, std::string version)
-    : registry_(std::make_shared<prometheus::Registry>()),
+    : max_series_(options.max_series),
+      registry_(std::make_shared<prometheus::Registry>()),
       turns_(CounterFamily(*registry_, "cachewatch_turns_total",
                            "Classified turns by verdict.")),
       breaks_(CounterFamily(*registry_, "cachewatch_breaks_total",
@@ -94,6 +95,10 @@ Metrics::Metrics(const MetricsOptions& options, std::string version)
           *registry_, "cachewatch_label_overflow_total",
           "Label values reported as \"other\" because the label reached its "
           "cap of distinct values.")),
+      series_overflow_(CounterFamily(
+          *registry_, "cachewatch_metric_series_overflow_total",
+          "Turns (breaks) folded into the all-'other' label set because "
+          "their kind of series had reached its cap.")),
       store_queue_records_(
           GaugeFamily(*registry_, "cachewatch_store_queue_records",
                       "Records waiting in the store's write queue.")
@@ -134,11 +139,18 @@ Metrics::Metrics(const MetricsOptions& options, std::string version)
       reason_(options.max_label_values,
               &label_overflow_.Add({{"label", "reason"}})),
       turn_labels_{{"agent", "provider", "model"},
-                   {&agent_, &provider_, &model_}},
+                   {&agent_, &provider_, &model_},
+                   &series_overflow_.Add({{"family", "turns"}})},
       break_labels_{{"agent", "provider", "model", "reason"},
-                    {nullptr, nullptr, nullptr, &reason_}},
-      cost_labels_{break_labels_.names, {}},
-      diagnostics_labels_{{"provider", "agreement"}, {}} {
+                    {nullptr, nullptr, nullptr, &reason_},
+                    &series_overflow_.Add({{"family", "breaks"}})},
+      cost_labels_{break_labels_.names,
+                   {},
+                   &series_overflow_.Add({{"family", "break_cost"}})},
+      diagnostics_labels_{
+          {"provider", "agreement"},
+          {},
+          &series_overflow_.Add({{"family", "provider_diagnostics"}})} {
   GaugeFamily(*registry_, "cachewatch_build_info",
               "Always 1; the version of cachewatchd in a label.")
       .Add({{"version", std::move(version)}})
@@ -193,6 +205,13 @@ const std::pair<const LabelTuple<N>, Series>& Metrics::FindOrCreate(
     if (overflowed) cap->overflow->Increment();
   }
   auto it = map.find(limited);
+  if (it == map.end() && map.size() >= max_series_) {
+    // A new combination over the cap: folded into the all-"other" set
+    // (which may itself be new: at most max_series + 1 sets).
+    labels.series_overflow->Increment();
+    for (std::string& value : limited) value = LabelLimiter::kOther;
+    it = map.find(limited);
+  }
   if (it == map.end()) {
     prometheus::Labels series_labels;
     for (size_t i = 0; i < N; ++i) {

@@ -141,6 +141,7 @@ int RunServer(const Config& config, const std::string& version) {
 
   MetricsOptions metrics_options;
   metrics_options.max_label_values = config.max_label_values;
+  metrics_options.max_series = config.max_metric_series;
   Metrics metrics(metrics_options, version);
 
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(config.store);
