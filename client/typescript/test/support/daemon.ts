@@ -12,8 +12,8 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { Reporter } from '../../src/index.js';
 
-/** Starts cachewatchd listening on `listen` (host:port, port 0 for any); resolves with its gRPC address. */
-export function spawnDaemon(listen: string, dbPath: string): Promise<{ proc: ChildProcess; grpc: string }> {
+/** Starts cachewatchd listening on `listen` (host:port, port 0 for any); resolves with its gRPC and /metrics addresses. */
+export function spawnDaemon(listen: string, dbPath: string): Promise<{ proc: ChildProcess; grpc: string; metrics: string }> {
   const binary = process.env.CACHEWATCHD;
   assert.ok(binary, 'set CACHEWATCHD to the cachewatchd binary');
   const proc = spawn(binary, [`--listen=${listen}`, '--metrics-listen=127.0.0.1:0', `--db-path=${dbPath}`],
@@ -29,7 +29,7 @@ export function spawnDaemon(listen: string, dbPath: string): Promise<{ proc: Chi
           const j = JSON.parse(line);
           if (j.msg === 'listening' && j.grpc) {
             clearTimeout(timer);
-            resolve({ proc, grpc: j.grpc });
+            resolve({ proc, grpc: j.grpc, metrics: j.metrics });
           }
         } catch { /* partial line */ }
       }
