@@ -174,6 +174,10 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
   Add(app, "max-label-values", config.max_label_values,
       "Distinct values per metric label; the rest are reported as 'other'")
       ->check(CLI::PositiveNumber);
+  Add(app, "max-metric-series", config.max_metric_series,
+      "Label sets per kind of metric series; later combinations are folded "
+      "into one all-'other' set")
+      ->check(CLI::PositiveNumber);
   Add(app, "watch-buffer", config.watch_buffer,
       "Breaks buffered per live watcher before it is cut off")
       ->check(CLI::PositiveNumber);

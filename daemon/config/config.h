@@ -30,6 +30,7 @@ struct Config {
   int max_message_bytes = 4 * 1024 * 1024;        // Larger: RESOURCE_EXHAUSTED.
   int64_t retention_hours = 24 * 30;              // 0 keeps everything.
   size_t max_label_values = 100;                  // Per metric label.
+  size_t max_metric_series = 500;                 // Label sets per kind.
   size_t watch_buffer = 1024;                     // Breaks per subscriber.
   int tracker_shards = 16;
   int shutdown_grace_seconds = 10;

@@ -109,6 +109,9 @@ class IngestPipeline {
 
   size_t lane_count();
 
+  // The limits records and queries are validated against.
+  const ValidationLimits& limits() const { return options_.limits; }
+
  private:
   struct Shard {
     std::mutex mutex;

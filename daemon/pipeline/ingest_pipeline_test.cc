@@ -68,6 +68,7 @@ class FakeStore final : public RecordStore {
     return std::nullopt;
   }
   absl::StatusOr<int64_t> DeleteOlderThan(int64_t) override { return 0; }
+  absl::Status ProbeWritable() override { return absl::OkStatus(); }
   size_t queued_records() const override { return 0; }
   StoreStats stats() const override { return {}; }
 

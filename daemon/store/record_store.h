@@ -90,6 +90,12 @@ class RecordStore {
   // Returns the rows deleted.
   virtual absl::StatusOr<int64_t> DeleteOlderThan(int64_t cutoff_us) = 0;
 
+  // Health probe: whether a write could succeed now, changing nothing. OK,
+  // or Unavailable naming why not (e.g. the disk or a size cap is full, the
+  // store is read-only or unreachable). Cheap enough to call every second;
+  // the daemon calls it at start and each second while unhealthy.
+  virtual absl::Status ProbeWritable() = 0;
+
   // Records waiting for a commit.
   virtual size_t queued_records() const = 0;
   virtual StoreStats stats() const = 0;

@@ -23,6 +23,11 @@ constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
 constexpr int kDefaultTimelineLimit = 200;
 constexpr int kMaxTimelineLimit = 5000;
+// The most a ListBreaks or timeline reply carries, in bytes of its rows:
+// below gRPC's default 4 MiB client receive limit, with room to spare.
+constexpr size_t kMaxReplyBytes = 3 * 1024 * 1024;
+// A TurnSummary's bytes besides its request id, model and break id, at most.
+constexpr size_t kTurnSummaryFixedBytes = 160;
 
 // The columns a Turn and its snapshot are rebuilt from, in TurnColumn order.
 #define CACHEWATCH_TURN_COLUMNS                                             \
@@ -442,10 +447,15 @@ absl::StatusOr<v1::ListBreaksResponse> ReadConnection::ListBreaks(
 
   v1::ListBreaksResponse response;
   PagePosition last;
+  size_t reply_bytes = 0;
   while (true) {
     CACHEWATCH_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
-    if (response.breaks_size() == page_size) {
+    // A page ends at page_size breaks or before kMaxReplyBytes (but holds
+    // at least one break).
+    reply_bytes += s.Blob(2).size();
+    if (response.breaks_size() == page_size ||
+        (response.breaks_size() > 0 && reply_bytes > kMaxReplyBytes)) {
       response.set_next_page_token(EncodePageToken(last));
       break;
     }
@@ -564,9 +574,14 @@ absl::StatusOr<v1::GetLaneTimelineResponse> ReadConnection::LaneTimeline(
   BindKey(s, key);
   s.BindInt(":limit", limit);
   v1::GetLaneTimelineResponse response;
+  size_t reply_bytes = 0;
   while (true) {
     CACHEWATCH_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
+    // The most recent turns that fit in kMaxReplyBytes.
+    reply_bytes += s.Text(0).size() + s.Text(3).size() + s.Text(15).size() +
+                   kTurnSummaryFixedBytes;
+    if (reply_bytes > kMaxReplyBytes) break;
     v1::TurnSummary& turn = *response.add_turns();
     turn.set_request_id(std::string(s.Text(0)));
     if (!s.IsNull(1)) {

@@ -262,6 +262,12 @@ StoreStats SqliteStore::stats() const {
   return stats;
 }
 
+absl::Status SqliteStore::ProbeWritable() {
+  constexpr int64_t kHeadroomBytes = 64 * 1024;
+  std::lock_guard<std::mutex> lock(writer_mu_);
+  return writer_->ProbeWritable(options_.path, kHeadroomBytes);
+}
+
 absl::Status SqliteStore::SetMaxPageCountForTesting(int64_t pages) {
   std::lock_guard<std::mutex> lock(writer_mu_);
   return writer_->SetMaxPageCount(pages);

@@ -125,6 +125,10 @@ class SqliteStore final : public RecordStore, public BreakQueries {
   // the tool lists no turn references any more.
   absl::StatusOr<int64_t> DeleteOlderThan(int64_t cutoff_us) override;
 
+  // OK, or Unavailable naming why not: the size cap or the file system
+  // within 64 KiB of full, the database read-only or failing.
+  absl::Status ProbeWritable() override;
+
   size_t queued_records() const override;
   StoreStats stats() const override;
 
