@@ -14,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "daemon/core/provider_table.h"
+#include "daemon/core/provider_usage.h"
 #include "daemon/util/status_macros.h"
 
 namespace cachewatch {
@@ -246,9 +248,13 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeAnthropicStyle(
   return Finish(counts);
 }
 
+}  // namespace
+
 absl::StatusOr<v1::NormalizedUsage> NormalizeAnthropic(const Json& root) {
   return NormalizeAnthropicStyle(Unwrap(root, {"usage"}), "anthropic");
 }
+
+namespace {
 
 // Adds Bedrock's cacheDetails[] {ttl, inputTokens} to the TTL split of
 // `counts` ("5m", "1h"; entries of another TTL join no split); returns the
@@ -273,6 +279,8 @@ absl::StatusOr<int64_t> AddCacheDetails(const Json& details, Counts* counts) {
   }
   return total;
 }
+
+}  // namespace
 
 // Bedrock Converse: inputTokens excludes cache reads and writes.
 absl::StatusOr<v1::NormalizedUsage> NormalizeBedrock(const Json& root) {
@@ -300,6 +308,8 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeBedrock(const Json& root) {
   }
   return Finish(counts);
 }
+
+namespace {
 
 // OpenAI Chat Completions: prompt_tokens includes the cached tokens.
 absl::StatusOr<v1::NormalizedUsage> NormalizeOpenAiChat(const Json& usage) {
@@ -342,6 +352,8 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeOpenAiResponses(
   return Finish(counts);
 }
 
+}  // namespace
+
 absl::StatusOr<v1::NormalizedUsage> NormalizeOpenAi(const Json& root) {
   const Json& usage = Unwrap(root, {"usage"});
   if (Has(usage, "prompt_tokens")) return NormalizeOpenAiChat(usage);
@@ -349,6 +361,8 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeOpenAi(const Json& root) {
   return MissingField(
       "openai", "prompt_tokens (Chat Completions) or input_tokens (Responses)");
 }
+
+namespace {
 
 // Gemini's field names: REST camelCase or SDK snake_case.
 struct GeminiFields {
@@ -364,6 +378,8 @@ constexpr GeminiFields kGeminiCamelCase = {
 constexpr GeminiFields kGeminiSnakeCase = {
     "prompt_token_count", "cached_content_token_count",
     "candidates_token_count", "thoughts_token_count"};
+
+}  // namespace
 
 // Gemini / Vertex: promptTokenCount includes the cached tokens; thoughts are
 // output.
@@ -450,6 +466,8 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeDeepSeek(const Json& root) {
   return Finish(counts);
 }
 
+namespace {
+
 // Kimi, OpenAI-compatible: prompt_tokens includes cached_tokens, reported at
 // the top level or under prompt_tokens_details.
 absl::StatusOr<v1::NormalizedUsage> NormalizeKimiOpenAiStyle(
@@ -481,6 +499,8 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeKimiOpenAiStyle(
   return Finish(counts);
 }
 
+}  // namespace
+
 absl::StatusOr<v1::NormalizedUsage> NormalizeKimi(const Json& root) {
   const Json& usage = Unwrap(root, {"usage"});
   if (Has(usage, "prompt_tokens")) return NormalizeKimiOpenAiStyle(usage);
@@ -490,29 +510,7 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeKimi(const Json& root) {
                       "(Anthropic-compatible)");
 }
 
-using Normalizer = absl::StatusOr<v1::NormalizedUsage> (*)(const Json& root);
-
-// The normalizer for `provider`'s usage format; nullptr when there is none.
-Normalizer NormalizerFor(v1::Provider provider) {
-  switch (provider) {
-    case v1::PROVIDER_ANTHROPIC:
-      return NormalizeAnthropic;
-    case v1::PROVIDER_BEDROCK:
-      return NormalizeBedrock;
-    case v1::PROVIDER_OPENAI:
-      return NormalizeOpenAi;
-    case v1::PROVIDER_GEMINI:
-      return NormalizeGemini;
-    case v1::PROVIDER_DASHSCOPE:
-      return NormalizeDashScope;
-    case v1::PROVIDER_DEEPSEEK:
-      return NormalizeDeepSeek;
-    case v1::PROVIDER_KIMI:
-      return NormalizeKimi;
-    default:
-      return nullptr;
-  }
-}
+namespace {
 
 // The reason a diagnostics value names: a string, or an object's "type".
 std::string ReasonWord(const Json* value) {
@@ -602,8 +600,8 @@ std::optional<v1::ProviderCacheDiagnostics> ParseProviderDiagnostics(
 
 absl::StatusOr<v1::NormalizedUsage> NormalizeRawUsage(
     v1::Provider provider, std::string_view raw_json) {
-  const Normalizer normalize = NormalizerFor(provider);
-  if (normalize == nullptr) {
+  const ProviderRow* row = FindProvider(provider);
+  if (row == nullptr) {
     const std::string& name = v1::Provider_Name(provider);
     return RawError(absl::StrCat(
         "no usage format for provider ", static_cast<int>(provider),
@@ -619,7 +617,7 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeRawUsage(
   if (absl::Status status = ParseObject(raw_json, &root); !status.ok()) {
     return status;
   }
-  return normalize(root);
+  return row->normalize(root);
 }
 
 absl::Status ValidateNormalizedUsage(const v1::NormalizedUsage& usage) {
