@@ -234,17 +234,14 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeAnthropicStyle(
   counts.write_5m = reader.Get("cache_creation.ephemeral_5m_input_tokens");
   counts.write_1h = reader.Get("cache_creation.ephemeral_1h_input_tokens");
   counts.output = reader.Get("output_tokens");
-  if (!reader.status().ok()) return reader.status();
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
   const int64_t split = counts.write_5m + counts.write_1h;
   counts.write = creation.value_or(split);
-  if (absl::Status status =
-          CheckIncludes("cache_creation_input_tokens", counts.write,
-                        "cache_creation.ephemeral_5m_input_tokens + "
-                        "cache_creation.ephemeral_1h_input_tokens",
-                        split);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckIncludes("cache_creation_input_tokens", counts.write,
+                    "cache_creation.ephemeral_5m_input_tokens + "
+                    "cache_creation.ephemeral_1h_input_tokens",
+                    split));
   return Finish(counts);
 }
 
@@ -292,7 +289,7 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeBedrock(const Json& root) {
   const std::optional<int64_t> write = reader.Find("cacheWriteInputTokens");
   counts.output = reader.Get("outputTokens");
   const Json* details = reader.Lookup("cacheDetails");
-  if (!reader.status().ok()) return reader.status();
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
   int64_t details_total = 0;
   if (details != nullptr) {
     CACHEWATCH_ASSIGN_OR_RETURN(int64_t total,
@@ -300,12 +297,9 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeBedrock(const Json& root) {
     details_total = total;
   }
   counts.write = write.value_or(details_total);
-  if (absl::Status status =
-          CheckIncludes("cacheWriteInputTokens", counts.write,
-                        "cacheDetails[].inputTokens", details_total);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckIncludes("cacheWriteInputTokens", counts.write,
+                    "cacheDetails[].inputTokens", details_total));
   return Finish(counts);
 }
 
@@ -318,13 +312,10 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeOpenAiChat(const Json& usage) {
   Counts counts;
   counts.read = reader.Get("prompt_tokens_details.cached_tokens");
   counts.output = reader.Get("completion_tokens");
-  if (!reader.status().ok()) return reader.status();
-  if (absl::Status status =
-          CheckIncludes("prompt_tokens", prompt,
-                        "prompt_tokens_details.cached_tokens", counts.read);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckIncludes("prompt_tokens", prompt,
+                    "prompt_tokens_details.cached_tokens", counts.read));
   counts.uncached = prompt - counts.read;
   return Finish(counts);
 }
@@ -339,15 +330,12 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeOpenAiResponses(
   counts.read = reader.Get("input_tokens_details.cached_tokens");
   counts.write = reader.Get("input_tokens_details.cache_write_tokens");
   counts.output = reader.Get("output_tokens");
-  if (!reader.status().ok()) return reader.status();
-  if (absl::Status status =
-          CheckIncludes("input_tokens", input,
-                        "input_tokens_details.cached_tokens + "
-                        "input_tokens_details.cache_write_tokens",
-                        counts.read + counts.write);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckIncludes("input_tokens", input,
+                    "input_tokens_details.cached_tokens + "
+                    "input_tokens_details.cache_write_tokens",
+                    counts.read + counts.write));
   counts.uncached = input - counts.read - counts.write;
   return Finish(counts);
 }
@@ -392,12 +380,9 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeGemini(const Json& root) {
   Counts counts;
   counts.read = reader.Get(fields.cached);
   counts.output = reader.Get(fields.candidates) + reader.Get(fields.thoughts);
-  if (!reader.status().ok()) return reader.status();
-  if (absl::Status status =
-          CheckIncludes(fields.prompt, prompt, fields.cached, counts.read);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckIncludes(fields.prompt, prompt, fields.cached, counts.read));
   counts.uncached = prompt - counts.read;
   return Finish(counts);
 }
@@ -414,23 +399,17 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeDashScope(const Json& root) {
   counts.write_5m = reader.Get(
       "prompt_tokens_details.cache_creation.ephemeral_5m_input_tokens");
   counts.output = reader.Get("completion_tokens");
-  if (!reader.status().ok()) return reader.status();
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
   counts.write = creation.value_or(counts.write_5m);
-  if (absl::Status status = CheckIncludes(
-          "prompt_tokens_details.cache_creation_input_tokens", counts.write,
-          "prompt_tokens_details.cache_creation.ephemeral_5m_input_tokens",
-          counts.write_5m);
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status =
-          CheckIncludes("prompt_tokens", prompt,
-                        "prompt_tokens_details.cached_tokens + "
-                        "prompt_tokens_details.cache_creation_input_tokens",
-                        counts.read + counts.write);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(CheckIncludes(
+      "prompt_tokens_details.cache_creation_input_tokens", counts.write,
+      "prompt_tokens_details.cache_creation.ephemeral_5m_input_tokens",
+      counts.write_5m));
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckIncludes("prompt_tokens", prompt,
+                    "prompt_tokens_details.cached_tokens + "
+                    "prompt_tokens_details.cache_creation_input_tokens",
+                    counts.read + counts.write));
   counts.uncached = prompt - counts.read - counts.write;
   return Finish(counts);
 }
@@ -443,7 +422,7 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeDeepSeek(const Json& root) {
   const std::optional<int64_t> miss = reader.Find("prompt_cache_miss_tokens");
   const std::optional<int64_t> prompt = reader.Find("prompt_tokens");
   counts.output = reader.Get("completion_tokens");
-  if (!reader.status().ok()) return reader.status();
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
   if (miss.has_value()) {
     if (prompt.has_value() && *prompt != counts.read + *miss) {
       return RawError(absl::StrCat("prompt_cache_hit_tokens (", counts.read,
@@ -457,11 +436,8 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeDeepSeek(const Json& root) {
     return MissingField("deepseek",
                         "prompt_cache_miss_tokens or prompt_tokens");
   }
-  if (absl::Status status = CheckIncludes(
-          "prompt_tokens", *prompt, "prompt_cache_hit_tokens", counts.read);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(CheckIncludes(
+      "prompt_tokens", *prompt, "prompt_cache_hit_tokens", counts.read));
   counts.uncached = *prompt - counts.read;
   return Finish(counts);
 }
@@ -479,7 +455,7 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeKimiOpenAiStyle(
       reader.Find("prompt_tokens_details.cached_tokens");
   Counts counts;
   counts.output = reader.Get("completion_tokens");
-  if (!reader.status().ok()) return reader.status();
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
   if (top.has_value() && details.has_value() && *top != *details) {
     return RawError(absl::StrCat("cached_tokens (", *top,
                                  ") differs from "
@@ -487,14 +463,10 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeKimiOpenAiStyle(
                                  *details, ")"));
   }
   counts.read = top.value_or(details.value_or(0));
-  if (absl::Status status =
-          CheckIncludes("prompt_tokens", prompt,
-                        top.has_value() ? "cached_tokens"
-                                        : "prompt_tokens_details.cached_tokens",
-                        counts.read);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(CheckIncludes(
+      "prompt_tokens", prompt,
+      top.has_value() ? "cached_tokens" : "prompt_tokens_details.cached_tokens",
+      counts.read));
   counts.uncached = prompt - counts.read;
   return Finish(counts);
 }
@@ -614,9 +586,7 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeRawUsage(
                                  kMaxRawUsageJsonBytes));
   }
   Json root;
-  if (absl::Status status = ParseObject(raw_json, &root); !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(ParseObject(raw_json, &root));
   return row->normalize(root);
 }
 
