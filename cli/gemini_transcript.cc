@@ -5,23 +5,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "cli/json_member.h"
 
 namespace cachewatch::cli {
 namespace {
 
 using Json = nlohmann::json;
-
-const Json* Member(const Json& object, const char* name) {
-  if (!object.is_object()) return nullptr;
-  auto it = object.find(name);
-  return it == object.end() ? nullptr : &*it;
-}
-
-std::string StringMember(const Json& object, const char* name) {
-  const Json* value = Member(object, name);
-  return value != nullptr && value->is_string() ? value->get<std::string>()
-                                                : std::string();
-}
 
 int64_t CountMember(const Json& object, const char* name) {
   const Json* value = Member(object, name);

@@ -20,6 +20,7 @@
 #include "cli/record_stream.h"
 #include "cli/transcript_files.h"
 #include "daemon/config/config.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch::cli {
 namespace {
@@ -92,10 +93,9 @@ class DaemonSender {
       : stub_(stub), global_(global), stream_(stub, global) {}
 
   absl::Status Send(const TranscriptTurn& turn) {
-    absl::StatusOr<int64_t> held = HeldUntil(turn.snapshot);
-    if (!held.ok()) return held.status();
+    CACHEWATCH_ASSIGN_OR_RETURN(int64_t held, HeldUntil(turn.snapshot));
     if (TimeUtil::TimestampToMicroseconds(turn.snapshot.request_time()) <=
-        *held) {
+        held) {
       ++already_held_;
       return absl::OkStatus();
     }
@@ -111,15 +111,14 @@ class DaemonSender {
   }
 
   absl::Status Finish() {
-    absl::StatusOr<AckTally> tally = stream_.Finish();
-    if (!tally.ok()) return tally.status();
+    CACHEWATCH_ASSIGN_OR_RETURN(AckTally tally, stream_.Finish());
     std::cout << "sent " << sent_ / 2 << " turns (" << sent_ << " records); "
               << already_held_
               << " turns the daemon already held were not sent again\n"
-              << DescribeTally(*tally, sent_);
-    if (tally->refused() > 0) {
+              << DescribeTally(tally, sent_);
+    if (tally.refused() > 0) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "the daemon refused ", tally->refused(), " of ", sent_, " records"));
+          "the daemon refused ", tally.refused(), " of ", sent_, " records"));
     }
     return absl::OkStatus();
   }
@@ -164,28 +163,28 @@ class DaemonSender {
 
 absl::Status RunImport(const GlobalOptions& global,
                        const ImportOptions& options) {
-  absl::StatusOr<TranscriptAgent> agent = ParseTranscriptAgent(options.agent);
-  if (!agent.ok()) return agent.status();
-  absl::StatusOr<ClassifierOptions> classifier = ClassifierOptionsFor(options);
-  if (!classifier.ok()) return classifier.status();
-  absl::StatusOr<std::vector<std::string>> files = FindTranscriptFiles(
-      *agent,
-      options.paths.empty() ? DefaultTranscriptPaths(*agent) : options.paths);
-  if (!files.ok()) return files.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(TranscriptAgent agent,
+                              ParseTranscriptAgent(options.agent));
+  CACHEWATCH_ASSIGN_OR_RETURN(ClassifierOptions classifier,
+                              ClassifierOptionsFor(options));
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      std::vector<std::string> files,
+      FindTranscriptFiles(agent, options.paths.empty()
+                                     ? DefaultTranscriptPaths(agent)
+                                     : options.paths));
 
   ReadTally tally;
   SeenRequests seen;
-  Progress progress(files->size());
+  Progress progress(files.size());
   if (!options.to.empty()) {
     GlobalOptions to = global;
     to.address = options.to;
-    absl::StatusOr<std::unique_ptr<v1::CacheWatch::Stub>> stub =
-        ConnectToDaemon(to);
-    if (!stub.ok()) return stub.status();
-    DaemonSender sender(**stub, to);
+    CACHEWATCH_ASSIGN_OR_RETURN(std::unique_ptr<v1::CacheWatch::Stub> stub,
+                                ConnectToDaemon(to));
+    DaemonSender sender(*stub, to);
     absl::Status sending;
-    for (const std::string& file : *files) {
-      absl::Status read = ReadTranscriptFile(*agent, file, tally, seen,
+    for (const std::string& file : files) {
+      absl::Status read = ReadTranscriptFile(agent, file, tally, seen,
                                              [&](TranscriptTurn turn) {
                                                if (sending.ok())
                                                  sending = sender.Send(turn);
@@ -203,11 +202,11 @@ absl::Status RunImport(const GlobalOptions& global,
     return sender.Finish();
   }
 
-  ImportAnalyzer analyzer(*std::move(classifier));
-  for (const std::string& file : *files) {
+  ImportAnalyzer analyzer(std::move(classifier));
+  for (const std::string& file : files) {
     analyzer.BeginFile();
     absl::Status read =
-        ReadTranscriptFile(*agent, file, tally, seen,
+        ReadTranscriptFile(agent, file, tally, seen,
                            [&](TranscriptTurn turn) { analyzer.Add(turn); });
     analyzer.EndFile();
     if (!read.ok()) return read;

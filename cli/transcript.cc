@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/core/usage_normalizer.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch::cli {
 namespace {
@@ -23,10 +24,10 @@ void ReadTally::Problem(std::string_view path, int64_t line,
 }
 
 absl::StatusOr<TranscriptTurn> MakeTurn(RequestFields fields) {
-  absl::StatusOr<v1::NormalizedUsage> normalized =
-      NormalizeRawUsage(fields.provider, fields.raw_usage_json);
-  if (!normalized.ok()) return normalized.status();
-  if (PromptTotalTokens(*normalized) == 0) {
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      v1::NormalizedUsage normalized,
+      NormalizeRawUsage(fields.provider, fields.raw_usage_json));
+  if (PromptTotalTokens(normalized) == 0) {
     return absl::FailedPreconditionError("usage counts no prompt token");
   }
   using google::protobuf::util::TimeUtil;
@@ -52,7 +53,7 @@ absl::StatusOr<TranscriptTurn> MakeTurn(RequestFields fields) {
       TimeUtil::MicrosecondsToTimestamp(fields.time_us);
   usage.set_provider(fields.provider);
   usage.set_model(std::move(fields.model));
-  *usage.mutable_normalized() = *std::move(normalized);
+  *usage.mutable_normalized() = std::move(normalized);
   usage.set_raw_usage_json(std::move(fields.raw_usage_json));
   return turn;
 }

@@ -8,7 +8,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "daemon/config/yaml_config.h"
+#include "daemon/core/provider_table.h"
 #include "daemon/core/provider_traits.h"
 #include "daemon/receiver/proxy/proxy_routes.h"
 
@@ -74,26 +76,23 @@ void ParsePrice(const std::string& text, ClassifierOptions& options) {
 void ParseTtl(const std::string& text, ClassifierOptions& options) {
   const size_t equals = text.find('=');
   const std::string provider = text.substr(0, equals);
-  for (int value = v1::Provider_MIN; value <= v1::Provider_MAX; ++value) {
-    const auto candidate = static_cast<v1::Provider>(value);
-    if (value == v1::PROVIDER_UNSPECIFIED ||
-        ProviderName(candidate) != provider) {
-      continue;
-    }
+  for (const ProviderRow& row : ProviderRows()) {
+    if (row.name != provider) continue;
     try {
       const int seconds = std::stoi(text.substr(equals + 1));
       if (seconds > 0) {
-        options.default_ttl_seconds[candidate] = seconds;
+        options.default_ttl_seconds[row.provider] = seconds;
         return;
       }
     } catch (const std::exception&) {
     }
   }
+  std::vector<std::string> names;
+  for (const ProviderRow& row : ProviderRows()) names.emplace_back(row.name);
   throw CLI::ValidationError(
       "--ttl", "'" + text +
-                   "': expected PROVIDER=SECONDS with PROVIDER one of "
-                   "anthropic, bedrock, openai, gemini, dashscope, deepseek, "
-                   "kimi");
+                   "': expected PROVIDER=SECONDS with PROVIDER one of " +
+                   absl::StrJoin(names, ", "));
 }
 
 }  // namespace

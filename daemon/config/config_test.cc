@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "daemon/core/provider_table.h"
+
 namespace cachewatch {
 namespace {
 
@@ -41,6 +43,14 @@ TEST(ConfigTest, DefaultsAreSafe) {
   EXPECT_EQ(config.store.path, "./cachewatch.db");
   EXPECT_EQ(config.classifier.min_missed_tokens, 2000);
   EXPECT_DOUBLE_EQ(config.classifier.min_missed_ratio, 0.05);
+}
+
+TEST(ConfigTest, TtlAcceptsEveryProviderOfTheTable) {
+  for (const ProviderRow& row : ProviderRows()) {
+    const Config config = MustParse({"--ttl", std::string(row.name) + "=3600"});
+    EXPECT_EQ(config.classifier.default_ttl_seconds.at(row.provider), 3600u)
+        << row.name;
+  }
 }
 
 TEST(ConfigTest, FlagsSetEverything) {
