@@ -72,7 +72,14 @@ TEST(ShutdownTest, SigtermAcknowledgesCommittedRecordsThenEndsStreams) {
 
   const auto sigterm = steady_clock::now();
   kill(daemon.pid(), SIGTERM);
-  // Work that arrives now is refused, never accepted.
+  // Work that arrives once the shutdown has begun (health says NOT_SERVING
+  // first; the refusal of new work follows at once) is refused, never
+  // accepted. The signal is handled asynchronously, so wait for that first.
+  while (!saw_not_serving &&
+         steady_clock::now() - sigterm < std::chrono::seconds(3)) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  std::this_thread::sleep_for(milliseconds(100));
   auto late = daemon.NewStub();
   grpc::ClientContext late_context;
   late_context.set_deadline(std::chrono::system_clock::now() +

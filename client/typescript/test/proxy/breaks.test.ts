@@ -138,6 +138,12 @@ test('--proxy-request-diagnostics asks Anthropic for its verdict against the pre
       defaultHeaders: { 'x-cachewatch-session': 'diagnostics' } });
     const first = await c.messages.create(params('diagnostics', 1));
     const sent1 = JSON.parse(upstream.requests.at(-1)!.body);
+    // The proxy observes off the request path: the lane knows its previous
+    // response once that exchange is observed (and stored), not before.
+    for (let i = 0; i < 100; i++) {
+      if (daemon.sql(diag.db, "SELECT count(*) FROM turns WHERE session_id = 'diagnostics'")[0] !== '0') break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
     await c.messages.create(params('diagnostics', 2));
     const sent2 = JSON.parse(upstream.requests.at(-1)!.body);
     assert.deepEqual(sent1.diagnostics, { previous_message_id: null });
