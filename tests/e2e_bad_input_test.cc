@@ -292,6 +292,13 @@ std::vector<BadRecord> BadSnapshots() {
          b->set_segment(v1::PROMPT_SEGMENT_SYSTEM);
          b->set_index(100000);
        })},
+      {"snapshot.cache_control.breakpoints[0].blocks_after: 100000 is not "
+       "below 100000",
+       on([](S& s) {
+         v1::Breakpoint* b = s.mutable_cache_control()->add_breakpoints();
+         b->set_segment(v1::PROMPT_SEGMENT_TOOLS);
+         b->set_blocks_after(100000);
+       })},
       {"snapshot.cache_control.breakpoints[0].index: 5 is past the message "
        "chain's 2 blocks",
        on([](S& s) {

@@ -130,6 +130,13 @@ absl::Status CheckCacheControl(const v1::Snapshot& snapshot,
                      absl::StrCat(breakpoint.index(), " is not below ",
                                   limits.max_message_chain_blocks));
     }
+    if (breakpoint.has_blocks_after() &&
+        breakpoint.blocks_after() >=
+            static_cast<uint32_t>(limits.max_message_chain_blocks)) {
+      return Invalid(field + ".blocks_after",
+                     absl::StrCat(breakpoint.blocks_after(), " is not below ",
+                                  limits.max_message_chain_blocks));
+    }
     if (breakpoint.segment() == v1::PROMPT_SEGMENT_MESSAGES &&
         snapshot.message_chain_size() > 0 &&
         breakpoint.index() >=
