@@ -1,5 +1,6 @@
 #include "daemon/receiver/grpc/record_stream.h"
 
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -75,8 +76,7 @@ RecordStream::RecordStream(absl::Status refusal, std::string client,
     return;
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  reading_ = true;
-  StartRead(&read_buffer_);
+  MaybeStartRead();
   committer_ = std::thread([this] { CommitAndAcknowledge(); });
 }
 
@@ -120,6 +120,30 @@ ProcessedRecord RecordStream::Process(const grpc::ByteBuffer& message) {
   return record;
 }
 
+void RecordStream::MaybeStartRead() {
+  if (reading_ || read_ended_ || stopping_ || committed_all_ ||
+      in_flight_.size() + acks_.size() >= kMaxInFlight) {
+    return;
+  }
+  reading_ = true;
+  StartRead(&read_buffer_);
+}
+
+void RecordStream::MaybeStartWrite() {
+  if (writing_ || acks_.empty() || !write_ok_) return;
+  writing_ = true;
+  StartWrite(&acks_.front());
+}
+
+void RecordStream::MaybeFinish() {
+  if (finished_ || !committed_all_ || writing_ ||
+      (write_ok_ && !acks_.empty())) {
+    return;
+  }
+  finished_ = true;
+  Finish(stopping_ ? StoppingStatus() : grpc::Status::OK);
+}
+
 void RecordStream::OnReadDone(bool ok) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -130,38 +154,26 @@ void RecordStream::OnReadDone(bool ok) {
       // Tracked under the lock, so that the committer, which finishes only
       // with nothing in flight, never leaves a tracked record uncommitted.
       in_flight_.push_back(Process(read_buffer_));
-      if (in_flight_.size() < kMaxInFlight && !stopping_) {
-        reading_ = true;
-        StartRead(&read_buffer_);
-      }
+      MaybeStartRead();
     }
   }
   changed_.notify_all();
 }
 
 void RecordStream::OnWriteDone(bool ok) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    writing_ = false;
-    write_ok_ = ok;
+  std::lock_guard<std::mutex> lock(mutex_);
+  writing_ = false;
+  acks_.pop_front();
+  if (!ok) {  // The client is gone: its other acks have no one to read them.
+    write_ok_ = false;
+    acks_.clear();
   }
-  changed_.notify_all();
-}
-
-bool RecordStream::WriteAck(const v1::RecordAck& ack) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  bool own_buffer = false;
-  write_buffer_.Clear();  // The last write is done with it.
-  grpc::SerializationTraits<v1::RecordAck>::Serialize(ack, &write_buffer_,
-                                                      &own_buffer);
-  writing_ = true;
-  StartWrite(&write_buffer_);
-  changed_.wait(lock, [this] { return !writing_; });
-  return write_ok_;
+  MaybeStartWrite();
+  MaybeStartRead();
+  MaybeFinish();
 }
 
 void RecordStream::CommitAndAcknowledge() {
-  bool client_listening = true;
   for (;;) {
     std::deque<ProcessedRecord> batch;
     {
@@ -171,29 +183,30 @@ void RecordStream::CommitAndAcknowledge() {
       });
       if (in_flight_.empty()) {
         committed_all_ = true;
-        break;
+        // The last use of `this` on this thread: once finished, OnDone may
+        // follow as soon as the lock is released.
+        MaybeFinish();
+        return;
       }
       batch.swap(in_flight_);
-      if (!reading_ && !read_ended_ && !stopping_) {
-        reading_ = true;
-        StartRead(&read_buffer_);
-      }
+      MaybeStartRead();
     }
     std::vector<ProcessedRecord*> pointers;
     for (ProcessedRecord& record : batch) pointers.push_back(&record);
     // Committed even when the client has left: the tracker has seen them.
     pipeline_->Commit(pointers);
-    for (const ProcessedRecord& record : batch) {
-      if (client_listening) client_listening = WriteAck(AckFor(record));
+    std::deque<grpc::ByteBuffer> acks(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      bool own_buffer = false;
+      grpc::SerializationTraits<v1::RecordAck>::Serialize(
+          AckFor(batch[i]), &acks[i], &own_buffer);
     }
-  }
-  bool stopping;
-  {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping = stopping_;
+    if (write_ok_) {
+      std::move(acks.begin(), acks.end(), std::back_inserter(acks_));
+    }
+    MaybeStartWrite();
   }
-  // The last use of `this` on this thread: OnDone may follow at once.
-  Finish(stopping ? StoppingStatus() : grpc::Status::OK);
 }
 
 void RecordStream::OnDone() {

@@ -4,9 +4,11 @@
 // stream goes on.
 //
 // The reactor reads and tracks records as they arrive; a committer thread
-// makes everything read so far durable in one store write and then
-// acknowledges it, so a busy stream commits in batches. At most
-// kMaxInFlight records wait for a commit; beyond that the reactor stops
+// makes everything read so far durable in one store write and then queues
+// its acks, so a busy stream commits in batches. The reactor writes the
+// queued acks one after the other, each from the completion of the one
+// before (no thread hand-off per ack). At most kMaxInFlight records wait for
+// a commit or for their ack to be written; beyond that the reactor stops
 // reading (flow control back to the client).
 //
 // A stream ends with OK when the client half-closes and every ack has been
@@ -88,26 +90,34 @@ class RecordStream final
   void CommitAndAcknowledge();
   // Decodes, admits and tracks one record.
   ProcessedRecord Process(const grpc::ByteBuffer& message);
-  // Writes one ack and waits for it to be sent; false if the call is gone.
-  bool WriteAck(const v1::RecordAck& ack);
+  // Require mutex_. Starts the next read when the stream still reads and
+  // has room in flight; starts writing the oldest queued ack when no write
+  // is outstanding; finishes the call once the committer is done and every
+  // ack is written (or the client is gone).
+  void MaybeStartRead();
+  void MaybeStartWrite();
+  void MaybeFinish();
 
   const std::string client_;
   IngestPipeline* const pipeline_;
   ClientGate* const gate_;
   const Clock* const clock_;
   RecordStreams* const streams_;
-  grpc::ByteBuffer read_buffer_;   // Owned by the outstanding read.
-  grpc::ByteBuffer write_buffer_;  // Owned by the outstanding write.
+  grpc::ByteBuffer read_buffer_;  // Owned by the outstanding read.
 
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<ProcessedRecord> in_flight_;  // Guarded by mutex_.
+  // Acks of committed records, oldest first; while writing_, the front is
+  // the outstanding write's. Guarded by mutex_.
+  std::deque<grpc::ByteBuffer> acks_;
   bool reading_ = false;        // A read is outstanding. Guarded by mutex_.
   bool read_ended_ = false;     // The client half-closed or left.
   bool stopping_ = false;       // Stop() was called. Guarded by mutex_.
   bool committed_all_ = false;  // The committer is done. Guarded by mutex_.
   bool writing_ = false;        // A write is outstanding. Guarded by mutex_.
-  bool write_ok_ = true;        // Of the last write. Guarded by mutex_.
+  bool write_ok_ = true;        // Every write so far. Guarded by mutex_.
+  bool finished_ = false;       // Finish() was called. Guarded by mutex_.
   std::thread committer_;
 };
 
