@@ -217,6 +217,28 @@ TEST_F(StoreTest, IdenticalToolListsAreStoredOnce) {
   EXPECT_EQ(QueryInt("SELECT count(DISTINCT tool_list_hash) FROM turns"), 2);
 }
 
+// The connection remembers which lists are stored and skips their upsert;
+// a list retention deleted is stored again by the next snapshot sending it.
+TEST_F(StoreTest, AToolListRetentionDeletedIsStoredAgain) {
+  std::unique_ptr<SqliteStore> store = OpenStore();
+  const LaneKey key = Key();
+  auto write = [&](const std::string& request_id, int64_t time_us) {
+    return store->Write(
+        {SnapshotWrite{key, std::make_shared<const v1::Snapshot>(
+                                FullSnapshot(key, request_id, time_us))}});
+  };
+  ASSERT_TRUE(write("r0", kT0).ok());
+  ASSERT_TRUE(write("r1", kT0 + kSecond).ok());
+  absl::StatusOr<int64_t> deleted = store->DeleteOlderThan(kT0 + 2 * kSecond);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  ASSERT_EQ(CountRows("tool_lists"), 0);
+
+  ASSERT_TRUE(write("r2", kT0 + 3 * kSecond).ok());
+  EXPECT_EQ(CountRows("turns"), 1);
+  EXPECT_EQ(CountRows("tool_lists"), 1);
+  EXPECT_EQ(CountRows("tool_list_entries"), 3);
+}
+
 // With the optional extra delay (--group-commit-us), concurrent writers wait
 // for each other and share commits. Without it, how many writes share a
 // commit depends on the scheduling; WritesQueuedDuringACommitShareTheNextOne

@@ -124,6 +124,24 @@ absl::Status WriteConnection::Commit(
   // A transaction left open by a failure that SQLite could not roll back
   // would make BEGIN fail forever.
   if (db_.InTransaction()) db_.Exec("ROLLBACK").IgnoreError();
+  interned_tool_lists_.clear();
+  absl::Status status = ApplyInTransaction(units, now_us);
+  if (!status.ok()) {
+    stored_tool_lists_.clear();
+    return status;
+  }
+  if (stored_tool_lists_.size() + interned_tool_lists_.size() >
+      kMaxKnownToolLists) {
+    stored_tool_lists_.clear();
+  }
+  for (std::string& list_hash : interned_tool_lists_) {
+    stored_tool_lists_.insert(std::move(list_hash));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteConnection::ApplyInTransaction(
+    const std::vector<const std::vector<StoreWrite>*>& units, int64_t now_us) {
   Transaction transaction(db_);
   CACHEWATCH_RETURN_IF_ERROR(transaction.Begin("BEGIN IMMEDIATE"));
   for (const std::vector<StoreWrite>* unit : units) {
@@ -137,6 +155,8 @@ absl::Status WriteConnection::Commit(
 
 absl::Status WriteConnection::InternToolList(const std::string& list_hash,
                                              const v1::Snapshot& snapshot) {
+  if (stored_tool_lists_.contains(list_hash)) return absl::OkStatus();
+  interned_tool_lists_.push_back(list_hash);
   {
     StatementReset reset(insert_tool_list_);
     insert_tool_list_.BindText(":list_hash", list_hash);
@@ -338,6 +358,8 @@ absl::StatusOr<int64_t> WriteConnection::DeleteOlderBatch(int64_t cutoff_us,
     StatementReset reset(delete_tool_lists_);
     delete_tool_lists_.BindInt(":limit", limit);
     CACHEWATCH_RETURN_IF_ERROR(delete_tool_lists_.Run());
+    // A deleted list must be inserted again by the next snapshot sending it.
+    if (db_.Changes() > 0) stored_tool_lists_.clear();
     deleted += db_.Changes();
   }
   CACHEWATCH_RETURN_IF_ERROR(transaction.Commit());

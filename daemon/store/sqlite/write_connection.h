@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -59,6 +60,9 @@ class WriteConnection {
  private:
   explicit WriteConnection(Database db) : db_(std::move(db)) {}
   absl::Status PrepareStatements();
+  // Commit()'s transaction.
+  absl::Status ApplyInTransaction(
+      const std::vector<const std::vector<StoreWrite>*>& units, int64_t now_us);
 
   absl::Status Apply(const SnapshotWrite& write, int64_t now_us);
   absl::Status Apply(const UsageWrite& write, int64_t now_us);
@@ -80,6 +84,14 @@ class WriteConnection {
   Statement delete_turns_;
   Statement delete_breaks_;
   Statement delete_tool_lists_;
+  // The tool lists known to be stored (by list hash), so that a snapshot
+  // whose list is among them skips the tool_lists upsert: the lists this
+  // connection committed or found stored. Forgotten whenever a commit fails
+  // or retention deletes a list; at most kMaxKnownToolLists are kept.
+  static constexpr size_t kMaxKnownToolLists = 4096;
+  std::unordered_set<std::string> stored_tool_lists_;
+  // Lists interned by the open transaction, known once it commits.
+  std::vector<std::string> interned_tool_lists_;
 };
 
 }  // namespace cachewatch
