@@ -46,6 +46,8 @@ constexpr char kServiceName[] = "cachewatch.v1.CacheWatch";
 // At shutdown, once the Record streams have ended, the longest the other
 // calls in flight may take.
 constexpr std::chrono::seconds kFinalCallsGrace(1);
+// Idle threads gRPC keeps for unary calls (see RunServer).
+constexpr int kMaxIdleUnaryThreads = 16;
 
 // protobuf logs every string it refuses as invalid UTF-8, on stderr and not
 // as JSON; that refusal is answered to the client (record_decoder.h), so
@@ -235,6 +237,12 @@ int RunServer(const Config& config, const std::string& version) {
   int grpc_port = 0;
   builder.AddListeningPort(config.listen, *credentials, &grpc_port);
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
+  // The unary calls run on gRPC's synchronous thread pool, which by default
+  // keeps at most 2 idle threads: a commit holds a thread long enough that
+  // concurrent calls make it start a thread per call and end it after
+  // (~370 threads a second under 4 unary clients). Idle threads kept:
+  builder.SetSyncServerOption(
+      grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxIdleUnaryThreads);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
