@@ -46,6 +46,9 @@ constexpr char kServiceName[] = "cachewatch.v1.CacheWatch";
 // At shutdown, once the Record streams have ended, the longest the other
 // calls in flight may take.
 constexpr std::chrono::seconds kFinalCallsGrace(1);
+// After the signal, new calls are refused by the service (UNAVAILABLE) for
+// at least this long before the gRPC server stops.
+constexpr std::chrono::seconds kRefusalWindow(1);
 // Idle threads gRPC keeps for unary calls (see RunServer).
 constexpr int kMaxIdleUnaryThreads = 16;
 
@@ -283,11 +286,17 @@ int RunServer(const Config& config, const std::string& version) {
     const auto deadline = std::chrono::steady_clock::now() + grace;
     Log(LogLevel::kInfo, "shutting down", {{"signal", signal_number}});
     server->GetHealthCheckService()->SetServingStatus(false);
+    const auto refusing_since = std::chrono::steady_clock::now();
     service.BeginShutdown();
     hub.Close();
     if (!service.WaitForRecordStreams(deadline)) {
       Log(LogLevel::kWarn, "record streams still open after the grace period");
     }
+    // Streams end within milliseconds of the signal; new calls still get the
+    // service's UNAVAILABLE, not the CANCELLED of a gRPC server shutting
+    // down, for kRefusalWindow after it.
+    std::this_thread::sleep_until(
+        std::min(deadline, refusing_since + kRefusalWindow));
     // Ingest calls admitted before BeginShutdown finish within a commit; the
     // rest (queries, health checks, which gRPC's Shutdown can otherwise wait
     // on for the whole grace period) get at most kFinalCallsGrace.
