@@ -27,6 +27,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,10 +36,12 @@
 #include "cli/import_analysis.h"
 #include "cli/jsonl_lines.h"
 #include "cli/transcript_files.h"
+#include "daemon/util/temp_dir.h"
 #include "nlohmann/json.hpp"
 
 namespace {
 
+using cachewatch::TempDir;
 using cachewatch::cli::ForEachCompleteLine;
 using cachewatch::cli::ImportAnalyzer;
 using cachewatch::cli::ReadTally;
@@ -185,12 +188,8 @@ double BestSeconds(int runs, const Pass& pass) {
 int main(int argc, char** argv) {
   const int64_t megabytes = Flag(argc, argv, "mb", 200);
   const int runs = static_cast<int>(Flag(argc, argv, "runs", 3));
-  char dir_template[] = "/tmp/import_bench.XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    std::perror("mkdtemp");
-    return 1;
-  }
-  const std::string dir = dir_template;
+  std::optional<TempDir> temp_dir(std::in_place, "import_bench");
+  const std::string dir = temp_dir->path();
   std::mt19937_64 random(7);
   std::vector<std::string> files;
   int64_t bytes = 0;
@@ -240,7 +239,7 @@ int main(int argc, char** argv) {
     turns = analyzer.report().total.turns;
     breaks = analyzer.report().total.breaks;
   });
-  std::filesystem::remove_all(dir);
+  temp_dir.reset();
 
   const double import_rate = mb / import_seconds;
   std::printf("  %lld lines, %lld turns, %lld breaks\n",

@@ -1,5 +1,5 @@
-// lane_lookup_bench: the cost of a lane miss (design §7) on a store of 1 M
-// lanes.
+// lane_lookup_bench: the cost of a lane miss (docs/CLASSIFICATION.md, "Lane
+// state") on a store of 1 M lanes.
 //
 // A record for a lane no tracker holds reads the lane from the store
 // (SqliteStore::LoadLane) before it is tracked. This builds a store of --lanes
@@ -23,7 +23,6 @@
 //   --db keeps the database at PATH and reuses it when it exists (delete it
 //   to rebuild); without it a temporary one is built and removed.
 #include <google/protobuf/util/time_util.h>
-#include <stdlib.h>
 #include <time.h>
 
 #include <algorithm>
@@ -34,6 +33,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -43,6 +43,7 @@
 #include "absl/time/time.h"
 #include "bench/records.h"
 #include "daemon/store/sqlite/sqlite_store.h"
+#include "daemon/util/temp_dir.h"
 
 namespace cachewatch::bench {
 namespace {
@@ -190,17 +191,10 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  std::filesystem::path temp_dir;
+  std::optional<TempDir> temp_dir;
   if (db_path.empty()) {
-    std::string dir_template =
-        (std::filesystem::temp_directory_path() / "lane_lookup_bench.XXXXXX")
-            .string();
-    if (mkdtemp(dir_template.data()) == nullptr) {
-      std::perror("lane_lookup_bench: mkdtemp");
-      return 1;
-    }
-    temp_dir = dir_template;
-    db_path = (temp_dir / "store.db").string();
+    temp_dir.emplace("lane_lookup_bench");
+    db_path = temp_dir->File("store.db");
   }
   const bool reuse = std::filesystem::exists(db_path);
   StoreOptions options;
@@ -245,7 +239,7 @@ int Main(int argc, char** argv) {
   const double one_thread = Throughput(**store, lanes, 1, 2.0, now_us);
   const double four_threads = Throughput(**store, lanes, 4, 2.0, now_us);
   store->reset();
-  if (!temp_dir.empty()) std::filesystem::remove_all(temp_dir);
+  temp_dir.reset();
 
   // On CPU time: on a machine shared with other work a time slice lost to
   // preemption (several ms) would be the p99 of anything longer than a few

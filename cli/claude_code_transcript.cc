@@ -1,7 +1,6 @@
 #include "cli/claude_code_transcript.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -176,11 +175,7 @@ bool IsCompactSummary(const Entry& entry) {
 
 ClaudeCodeTranscript::ClaudeCodeTranscript(std::string path, ReadTally& tally,
                                            SeenRequests& seen, TurnSink sink)
-    : path_(std::move(path)),
-      file_session_id_(std::filesystem::path(path_).stem().string()),
-      tally_(tally),
-      seen_(seen),
-      sink_(std::move(sink)) {}
+    : context_(std::move(path), tally, seen, std::move(sink)) {}
 
 std::vector<uint64_t> ClaudeCodeTranscript::ChainTo(int32_t prompt_end) {
   std::vector<uint64_t> chain;
@@ -200,21 +195,20 @@ void ClaudeCodeTranscript::Line(std::string_view line, int64_t number) {
   if (parser_.iterate(buffer_.data(), buffer_.size(), buffer_.capacity())
               .get(document) != simdjson::SUCCESS ||
       ReadEntry(document, entry) != simdjson::SUCCESS) {
-    ++tally_.corrupt_lines;
-    tally_.Problem(path_, number, "not a JSON object (truncated or corrupt)");
+    context_.CorruptLine(number);
     return;
   }
   if (entry.type.empty()) {
-    tally_.Skip("claude-code: entry without type");
+    context_.tally.Skip("claude-code: entry without type");
     return;
   }
   if (!IsKnownType(entry.type)) {
-    tally_.Skip(
+    context_.tally.Skip(
         absl::StrCat("claude-code: unknown type: ", std::string(entry.type)));
   }
   if (!entry.version.empty()) {
-    ++tally_.versions[absl::StrCat(kClaudeCodeAgent, " ",
-                                   std::string(entry.version))];
+    ++context_.tally.versions[absl::StrCat(kClaudeCodeAgent, " ",
+                                           std::string(entry.version))];
   }
   if (entry.uuid.empty()) return;  // Not part of the conversation tree.
 
@@ -252,42 +246,44 @@ void ClaudeCodeTranscript::Line(std::string_view line, int64_t number) {
   }
   if (entry.type != "assistant") return;
   if (!entry.has_message) {
-    tally_.Skip("claude-code: assistant entry without message");
+    context_.tally.Skip("claude-code: assistant entry without message");
     return;
   }
   if (entry.usage.empty()) {
-    tally_.Skip("claude-code: assistant entry without usage");
+    context_.tally.Skip("claude-code: assistant entry without usage");
     return;
   }
   if (entry.model == "<synthetic>" || entry.api_error) {
-    tally_.Skip("claude-code: synthetic or API error message");
+    context_.tally.Skip("claude-code: synthetic or API error message");
     return;
   }
   if (entry.model.empty()) {
-    tally_.Skip("claude-code: assistant entry without model");
+    context_.tally.Skip("claude-code: assistant entry without model");
     return;
   }
   const std::string message_id(entry.message_id);
   std::string request_id(entry.request_id);
-  if (!seen_.Insert(kClaudeCodeAgent,
-                    absl::StrCat(message_id, ":", request_id, ":",
-                                 message_id.empty() && request_id.empty()
-                                     ? std::string(entry.uuid)
-                                     : std::string()))) {
-    ++tally_.duplicate_requests;
+  if (!context_.seen.Insert(
+          kClaudeCodeAgent,
+          absl::StrCat(message_id, ":", request_id, ":",
+                       message_id.empty() && request_id.empty()
+                           ? std::string(entry.uuid)
+                           : std::string()))) {
+    ++context_.tally.duplicate_requests;
     return;
   }
   RequestFields fields;
   if (!ParseTimestampMicros(entry.timestamp, &fields.time_us)) {
-    tally_.Skip("claude-code: request without a valid timestamp");
-    tally_.Problem(path_, number, "request without a valid timestamp");
+    context_.tally.Skip("claude-code: request without a valid timestamp");
+    context_.tally.Problem(context_.path, number,
+                           "request without a valid timestamp");
     return;
   }
   if (request_id.empty()) {
     request_id = message_id.empty() ? std::string(entry.uuid) : message_id;
   }
   fields.agent = kClaudeCodeAgent;
-  fields.session_id = entry.session_id.empty() ? file_session_id_
+  fields.session_id = entry.session_id.empty() ? context_.file_session_id
                                                : std::string(entry.session_id);
   fields.lane = lane;
   fields.request_id = std::move(request_id);
@@ -307,16 +303,17 @@ void ClaudeCodeTranscript::Line(std::string_view line, int64_t number) {
   if (!turn.ok()) {
     if (node.parent >= 0) nodes_[node.parent].prompt_end = was_prompt_end;
     if (compaction) compaction_pending_.insert(lane);
-    tally_.Skip(absl::IsFailedPrecondition(turn.status())
-                    ? "claude-code: request with no prompt tokens"
-                    : "claude-code: unreadable usage");
+    context_.tally.Skip(absl::IsFailedPrecondition(turn.status())
+                            ? "claude-code: request with no prompt tokens"
+                            : "claude-code: unreadable usage");
     if (!absl::IsFailedPrecondition(turn.status())) {
-      tally_.Problem(path_, number, std::string(turn.status().message()));
+      context_.tally.Problem(context_.path, number,
+                             std::string(turn.status().message()));
     }
     return;
   }
-  ++tally_.requests;
-  sink_(*std::move(turn));
+  ++context_.tally.requests;
+  context_.sink(*std::move(turn));
 }
 
 }  // namespace cachewatch::cli

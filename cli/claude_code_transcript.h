@@ -51,11 +51,7 @@ class ClaudeCodeTranscript {
   // The request chain ending at `prompt_end` (see ChainStep).
   std::vector<uint64_t> ChainTo(int32_t prompt_end);
 
-  const std::string path_;
-  const std::string file_session_id_;
-  ReadTally& tally_;
-  SeenRequests& seen_;
-  const TurnSink sink_;
+  TranscriptContext context_;
   std::vector<Node> nodes_;
   std::unordered_map<std::string, int32_t> node_by_uuid_;
   std::unordered_map<int32_t, std::string> root_uuid_;

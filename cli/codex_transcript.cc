@@ -1,7 +1,6 @@
 #include "cli/codex_transcript.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -24,23 +23,20 @@ int64_t CountMember(const Json& object, const char* name) {
 
 CodexTranscript::CodexTranscript(std::string path, ReadTally& tally,
                                  SeenRequests& seen, TurnSink sink)
-    : path_(std::move(path)),
-      session_id_(std::filesystem::path(path_).stem().string()),
-      tally_(tally),
-      seen_(seen),
-      sink_(std::move(sink)) {}
+    : context_(std::move(path), tally, seen, std::move(sink)),
+      session_id_(context_.file_session_id) {}
 
 void CodexTranscript::Line(std::string_view line, int64_t number) {
   const Json entry = Json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (entry.is_discarded() || !entry.is_object()) {
-    ++tally_.corrupt_lines;
-    tally_.Problem(path_, number, "not a JSON object (truncated or corrupt)");
+    context_.CorruptLine(number);
     return;
   }
   const std::string type = StringMember(entry, "type");
   const Json* payload = Member(entry, "payload");
   if (type.empty() || payload == nullptr || !payload->is_object()) {
-    tally_.Skip("codex: line without type and payload (pre-0.30 format)");
+    context_.tally.Skip(
+        "codex: line without type and payload (pre-0.30 format)");
     return;
   }
   if (type == "session_meta") {
@@ -51,7 +47,7 @@ void CodexTranscript::Line(std::string_view line, int64_t number) {
     }
     if (const std::string version = StringMember(*payload, "cli_version");
         !version.empty()) {
-      ++tally_.versions[absl::StrCat(kCodexAgent, " ", version)];
+      ++context_.tally.versions[absl::StrCat(kCodexAgent, " ", version)];
     }
     return;
   }
@@ -72,14 +68,14 @@ void CodexTranscript::Line(std::string_view line, int64_t number) {
     return;
   }
   if (type != "event_msg") {
-    tally_.Skip("codex: unknown type: " + type);
+    context_.tally.Skip("codex: unknown type: " + type);
     return;
   }
   if (StringMember(*payload, "type") != "token_count") return;
   session_fixed_ = true;
   const Json* info = Member(*payload, "info");
   if (info == nullptr || !info->is_object()) {
-    tally_.Skip("codex: token_count without info");
+    context_.tally.Skip("codex: token_count without info");
     return;
   }
   auto totals_of = [](const Json* usage) -> std::optional<Totals> {
@@ -100,7 +96,8 @@ void CodexTranscript::Line(std::string_view line, int64_t number) {
   std::optional<Totals> last = totals_of(Member(*info, "last_token_usage"));
   if (cumulative.has_value()) {
     if (previous_totals_.has_value() && *previous_totals_ == *cumulative) {
-      ++tally_.duplicate_requests;  // Repeated (e.g. a rate-limit update).
+      // Repeated (e.g. a rate-limit update).
+      ++context_.tally.duplicate_requests;
       return;
     }
     if (!last.has_value()) {
@@ -115,25 +112,27 @@ void CodexTranscript::Line(std::string_view line, int64_t number) {
     previous_totals_ = cumulative;
   }
   if (!last.has_value()) {
-    tally_.Skip("codex: token_count without token usage");
+    context_.tally.Skip("codex: token_count without token usage");
     return;
   }
   const std::string request_id = cumulative.has_value()
                                      ? absl::StrCat("total-", cumulative->total)
                                      : absl::StrCat("line-", number);
-  if (!seen_.Insert(kCodexAgent, absl::StrCat(session_id_, "/", request_id))) {
-    ++tally_.duplicate_requests;
+  if (!context_.seen.Insert(kCodexAgent,
+                            absl::StrCat(session_id_, "/", request_id))) {
+    ++context_.tally.duplicate_requests;
     return;
   }
   if (model_.empty()) {
-    tally_.Skip("codex: token_count before any turn_context model");
+    context_.tally.Skip("codex: token_count before any turn_context model");
     return;
   }
   RequestFields fields;
   if (!ParseTimestampMicros(StringMember(entry, "timestamp"),
                             &fields.time_us)) {
-    tally_.Skip("codex: token_count without a valid timestamp");
-    tally_.Problem(path_, number, "token_count without a valid timestamp");
+    context_.tally.Skip("codex: token_count without a valid timestamp");
+    context_.tally.Problem(context_.path, number,
+                           "token_count without a valid timestamp");
     return;
   }
   request_points_.push_back(running_);
@@ -160,13 +159,13 @@ void CodexTranscript::Line(std::string_view line, int64_t number) {
   if (!turn.ok()) {
     request_points_.pop_back();  // An unreadable request is no prompt end.
     compaction_pending_ = compaction;
-    tally_.Skip(absl::IsFailedPrecondition(turn.status())
-                    ? "codex: request with no prompt tokens"
-                    : "codex: unreadable usage");
+    context_.tally.Skip(absl::IsFailedPrecondition(turn.status())
+                            ? "codex: request with no prompt tokens"
+                            : "codex: unreadable usage");
     return;
   }
-  ++tally_.requests;
-  sink_(*std::move(turn));
+  ++context_.tally.requests;
+  context_.sink(*std::move(turn));
 }
 
 }  // namespace cachewatch::cli

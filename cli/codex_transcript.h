@@ -45,12 +45,9 @@ class CodexTranscript {
     bool operator==(const Totals&) const = default;
   };
 
-  const std::string path_;
+  TranscriptContext context_;
   std::string session_id_;
   std::string model_;
-  ReadTally& tally_;
-  SeenRequests& seen_;
-  const TurnSink sink_;
   uint64_t running_ = 0;
   std::vector<uint64_t> request_points_;
   std::optional<Totals> previous_totals_;

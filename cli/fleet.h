@@ -1,11 +1,11 @@
 // A synthetic fleet of agents for `cachewatch simulate`: sessions of lanes
 // that each produce, turn by turn, the snapshot and usage a real agent would
 // send, with every cause of a prompt cache break injected at a realistic
-// rate (design §1): MCP tools registering in racy order, a timestamp in the
-// system prompt, schema edits, tools added and removed, model switches,
-// request option and cache_control changes, history rewrites, compactions
-// (hinted as expected drops), long tool fan-outs past the breakpoint
-// lookback, idle gaps beyond the TTL and plain provider evictions.
+// rate (docs/CLASSIFICATION.md, "Reasons"): MCP tools registering in racy
+// order, a timestamp in the system prompt, schema edits, tools added and
+// removed, model switches, request option and cache_control changes, history
+// rewrites, compactions (hinted as expected drops), long tool fan-outs past the
+// breakpoint lookback, idle gaps beyond the TTL and plain provider evictions.
 //
 // Snapshots are built with the client library's SnapshotBuilder, so their
 // hashes are real. Usages carry each provider's raw usage JSON (Anthropic,

@@ -37,11 +37,8 @@ uint64_t MessageHash(const std::string& type, const Json& message) {
 
 GeminiTranscript::GeminiTranscript(std::string path, ReadTally& tally,
                                    SeenRequests& seen, TurnSink sink)
-    : path_(std::move(path)),
-      session_id_(std::filesystem::path(path_).stem().string()),
-      tally_(tally),
-      seen_(seen),
-      sink_(std::move(sink)) {}
+    : context_(std::move(path), tally, seen, std::move(sink)),
+      session_id_(context_.file_session_id) {}
 
 void GeminiTranscript::Metadata(const Json& record) {
   const std::string session_id = StringMember(record, "sessionId");
@@ -50,7 +47,7 @@ void GeminiTranscript::Metadata(const Json& record) {
   if (StringMember(record, "kind") == "subagent") {
     // chats/<parent session>/<subagent session>.jsonl
     session_id_ =
-        std::filesystem::path(path_).parent_path().filename().string();
+        std::filesystem::path(context_.path).parent_path().filename().string();
     lane_ = "subagent-" + session_id;
   } else {
     session_id_ = session_id;
@@ -90,8 +87,8 @@ void GeminiTranscript::AddMessage(const Json& message, int64_t number) {
   const std::string type = StringMember(message, "type");
   if (IsDisplayType(type)) return;
   if (id.empty() || !IsConversationType(type)) {
-    tally_.Skip("gemini-cli: unknown message type: " +
-                (type.empty() ? std::string("(none)") : type));
+    context_.tally.Skip("gemini-cli: unknown message type: " +
+                        (type.empty() ? std::string("(none)") : type));
     return;
   }
   session_fixed_ = true;
@@ -107,20 +104,21 @@ void GeminiTranscript::AddMessage(const Json& message, int64_t number) {
   }
   const Json* tokens = Member(message, "tokens");
   if (type != "gemini" || tokens == nullptr || !tokens->is_object()) return;
-  if (!seen_.Insert(kGeminiAgent, absl::StrCat(session_id_, "/", id))) {
-    ++tally_.duplicate_requests;  // The same message re-appended.
+  if (!context_.seen.Insert(kGeminiAgent, absl::StrCat(session_id_, "/", id))) {
+    ++context_.tally.duplicate_requests;  // The same message re-appended.
     return;
   }
   RequestFields fields;
   fields.model = StringMember(message, "model");
   if (fields.model.empty()) {
-    tally_.Skip("gemini-cli: message with tokens but no model");
+    context_.tally.Skip("gemini-cli: message with tokens but no model");
     return;
   }
   if (!ParseTimestampMicros(StringMember(message, "timestamp"),
                             &fields.time_us)) {
-    tally_.Skip("gemini-cli: message without a valid timestamp");
-    tally_.Problem(path_, number, "message without a valid timestamp");
+    context_.tally.Skip("gemini-cli: message without a valid timestamp");
+    context_.tally.Problem(context_.path, number,
+                           "message without a valid timestamp");
     return;
   }
   // A request that turns out unreadable marks no prompt end.
@@ -153,23 +151,23 @@ void GeminiTranscript::AddMessage(const Json& message, int64_t number) {
   if (!turn.ok()) {
     if (index > 0) history_[index - 1].prompt_end = was_prompt_end;
     compaction_pending_ = compaction;
-    tally_.Skip(absl::IsFailedPrecondition(turn.status())
-                    ? "gemini-cli: request with no prompt tokens"
-                    : "gemini-cli: unreadable tokens");
+    context_.tally.Skip(absl::IsFailedPrecondition(turn.status())
+                            ? "gemini-cli: request with no prompt tokens"
+                            : "gemini-cli: unreadable tokens");
     if (!absl::IsFailedPrecondition(turn.status())) {
-      tally_.Problem(path_, number, std::string(turn.status().message()));
+      context_.tally.Problem(context_.path, number,
+                             std::string(turn.status().message()));
     }
     return;
   }
-  ++tally_.requests;
-  sink_(*std::move(turn));
+  ++context_.tally.requests;
+  context_.sink(*std::move(turn));
 }
 
 void GeminiTranscript::Line(std::string_view line, int64_t number) {
   const Json record = Json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (record.is_discarded() || !record.is_object()) {
-    ++tally_.corrupt_lines;
-    tally_.Problem(path_, number, "not a JSON object (truncated or corrupt)");
+    context_.CorruptLine(number);
     return;
   }
   if (const Json* rewind = Member(record, "$rewindTo");
@@ -193,16 +191,17 @@ void GeminiTranscript::Line(std::string_view line, int64_t number) {
     Metadata(record);
     return;
   }
-  tally_.Skip("gemini-cli: unknown record");
+  context_.tally.Skip("gemini-cli: unknown record");
 }
 
 absl::Status GeminiTranscript::ReadLegacyFile() {
-  std::ifstream in(path_, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path_, ": cannot open"));
+  std::ifstream in(context_.path, std::ios::binary);
+  if (!in)
+    return absl::NotFoundError(absl::StrCat(context_.path, ": cannot open"));
   std::error_code size_error;
-  const auto size = std::filesystem::file_size(path_, size_error);
-  if (!size_error) tally_.bytes += static_cast<int64_t>(size);
-  ++tally_.lines;
+  const auto size = std::filesystem::file_size(context_.path, size_error);
+  if (!size_error) context_.tally.bytes += static_cast<int64_t>(size);
+  ++context_.tally.lines;
   std::string key;  // The root member being parsed.
   int64_t messages = 0;
   Json metadata = Json::object();
@@ -223,9 +222,10 @@ absl::Status GeminiTranscript::ReadLegacyFile() {
   };
   const Json root = Json::parse(in, callback, /*allow_exceptions=*/false);
   if (root.is_discarded()) {
-    ++tally_.corrupt_lines;
-    tally_.Problem(path_, messages,
-                   "malformed JSON after this many messages (truncated?)");
+    ++context_.tally.corrupt_lines;
+    context_.tally.Problem(
+        context_.path, messages,
+        "malformed JSON after this many messages (truncated?)");
   }
   return absl::OkStatus();
 }

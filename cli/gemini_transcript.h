@@ -61,12 +61,9 @@ class GeminiTranscript {
   void Rewind(const std::string& id);
   void ReplaceMessages(const nlohmann::json& messages);
 
-  const std::string path_;
+  TranscriptContext context_;
   std::string session_id_;
   std::string lane_ = "main";
-  ReadTally& tally_;
-  SeenRequests& seen_;
-  const TurnSink sink_;
   std::vector<Message> history_;
   std::unordered_map<std::string, size_t> index_by_id_;
   bool compaction_pending_ = false;

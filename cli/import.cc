@@ -189,8 +189,8 @@ absl::Status RunImport(const GlobalOptions& global,
                                                if (sending.ok())
                                                  sending = sender.Send(turn);
                                              });
-      if (!read.ok()) return read;
-      if (!sending.ok()) return sending;
+      CACHEWATCH_RETURN_IF_ERROR(read);
+      CACHEWATCH_RETURN_IF_ERROR(sending);
       progress.Update(tally);
     }
     progress.Done();
@@ -209,7 +209,7 @@ absl::Status RunImport(const GlobalOptions& global,
         ReadTranscriptFile(agent, file, tally, seen,
                            [&](TranscriptTurn turn) { analyzer.Add(turn); });
     analyzer.EndFile();
-    if (!read.ok()) return read;
+    CACHEWATCH_RETURN_IF_ERROR(read);
     progress.Update(tally);
   }
   progress.Done();

@@ -4,6 +4,10 @@
 #include <google/protobuf/util/time_util.h>
 #include <xxhash.h>
 
+#include <filesystem>
+#include <string>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/core/usage_normalizer.h"
 #include "daemon/util/status_macros.h"
@@ -21,6 +25,19 @@ void ReadTally::Problem(std::string_view path, int64_t line,
     first_problems.push_back(
         absl::StrCat(std::string(path), ":", line, ": ", std::string(what)));
   }
+}
+
+TranscriptContext::TranscriptContext(std::string path, ReadTally& tally,
+                                     SeenRequests& seen, TurnSink sink)
+    : path(std::move(path)),
+      file_session_id(std::filesystem::path(this->path).stem().string()),
+      tally(tally),
+      seen(seen),
+      sink(std::move(sink)) {}
+
+void TranscriptContext::CorruptLine(int64_t number) {
+  ++tally.corrupt_lines;
+  tally.Problem(path, number, "not a JSON object (truncated or corrupt)");
 }
 
 absl::StatusOr<TranscriptTurn> MakeTurn(RequestFields fields) {

@@ -97,6 +97,25 @@ struct ReadTally {
   void Problem(std::string_view path, int64_t line, std::string_view what);
 };
 
+// What a reader of one transcript file is given: the file's path (named in
+// problems), the session id its name gives (the file name without its
+// extension), the import's tally and seen requests, and the sink of its
+// turns. `tally` and `seen` must outlive it.
+struct TranscriptContext {
+  TranscriptContext(std::string path, ReadTally& tally, SeenRequests& seen,
+                    TurnSink sink);
+
+  // Counts line `number` as corrupt (not a JSON object) and names it among
+  // the problems.
+  void CorruptLine(int64_t number);
+
+  const std::string path;
+  const std::string file_session_id;
+  ReadTally& tally;
+  SeenRequests& seen;
+  const TurnSink sink;
+};
+
 // The message chain of a transcript's requests. Every message (a transcript
 // entry's content) advances a running XXH3-64 hash; a request's chain holds
 // that running hash at the end of each earlier request's prompt on its

@@ -31,6 +31,16 @@ bool IsSessionFile(TranscriptAgent agent, const fs::path& path) {
   return false;
 }
 
+// Feeds each complete line of `path` to `reader`.
+template <typename Reader>
+absl::Status ReadLines(const std::string& path, ReadTally& tally,
+                       Reader& reader) {
+  return ForEachCompleteLine(path, tally,
+                             [&](std::string_view line, int64_t number) {
+                               reader.Line(line, number);
+                             });
+}
+
 }  // namespace
 
 absl::StatusOr<TranscriptAgent> ParseTranscriptAgent(std::string_view name) {
@@ -107,25 +117,16 @@ absl::Status ReadTranscriptFile(TranscriptAgent agent, const std::string& path,
   switch (agent) {
     case TranscriptAgent::kClaudeCode: {
       ClaudeCodeTranscript reader(path, tally, seen, sink);
-      return ForEachCompleteLine(path, tally,
-                                 [&](std::string_view line, int64_t number) {
-                                   reader.Line(line, number);
-                                 });
+      return ReadLines(path, tally, reader);
     }
     case TranscriptAgent::kCodex: {
       CodexTranscript reader(path, tally, seen, sink);
-      return ForEachCompleteLine(path, tally,
-                                 [&](std::string_view line, int64_t number) {
-                                   reader.Line(line, number);
-                                 });
+      return ReadLines(path, tally, reader);
     }
     case TranscriptAgent::kGemini: {
       GeminiTranscript reader(path, tally, seen, sink);
       if (fs::path(path).extension() == ".json") return reader.ReadLegacyFile();
-      return ForEachCompleteLine(path, tally,
-                                 [&](std::string_view line, int64_t number) {
-                                   reader.Line(line, number);
-                                 });
+      return ReadLines(path, tally, reader);
     }
   }
   return absl::InternalError("unknown agent");

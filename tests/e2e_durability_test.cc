@@ -177,8 +177,13 @@ grpc::Status SendSnapshot(v1::CacheWatch::Stub& stub,
   return stub.RecordSnapshot(&context, request, &ignored);
 }
 
-grpc::health::v1::HealthCheckResponse::ServingStatus Health(
-    const std::string& address, const std::string& service) {
+using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
+constexpr ServingStatus kServing =
+    grpc::health::v1::HealthCheckResponse::SERVING;
+constexpr ServingStatus kNotServing =
+    grpc::health::v1::HealthCheckResponse::NOT_SERVING;
+
+ServingStatus Health(const std::string& address, const std::string& service) {
   auto health = grpc::health::v1::Health::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
@@ -187,6 +192,55 @@ grpc::health::v1::HealthCheckResponse::ServingStatus Health(
   grpc::health::v1::HealthCheckResponse response;
   health->Check(&context, request, &response);
   return response.status();
+}
+
+// The health of the daemon's cachewatch.v1.CacheWatch service once it is
+// `wanted`, or after 10 s the last one seen.
+ServingStatus AwaitServiceHealth(const DaemonProcess& daemon,
+                                 ServingStatus wanted) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  ServingStatus status =
+      Health(daemon.grpc_address(), "cachewatch.v1.CacheWatch");
+  while (status != wanted && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    status = Health(daemon.grpc_address(), "cachewatch.v1.CacheWatch");
+  }
+  return status;
+}
+
+// Degraded, not down: the CacheWatch service is NOT_SERVING (records are
+// refused), the server as a whole SERVING, the store unhealthy on /metrics.
+void ExpectDegraded(const DaemonProcess& daemon) {
+  EXPECT_EQ(Health(daemon.grpc_address(), "cachewatch.v1.CacheWatch"),
+            kNotServing);
+  EXPECT_EQ(Health(daemon.grpc_address(), ""), kServing);
+  EXPECT_EQ(testing::MetricValue(
+                testing::HttpGet(daemon.metrics_address(), "/metrics"),
+                {"cachewatch_store_healthy"}),
+            0);
+}
+
+// A snapshot of the "filler" session with a long message chain (32 KB of
+// hashes), to fill a small store.
+v1::Snapshot FillerSnapshot(int turn) {
+  v1::Snapshot snapshot = TurnSnapshot(kAgent, "filler", turn);
+  for (int block = 0; block < 4000; ++block) {
+    snapshot.add_message_chain(turn * 100000 + block);
+  }
+  return snapshot;
+}
+
+// The operator makes room: deletes the filler turns over a connection of
+// its own.
+void DeleteFiller(const std::string& db) {
+  sqlite3* admin = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &admin), SQLITE_OK);
+  sqlite3_busy_timeout(admin, 5000);
+  ASSERT_EQ(sqlite3_exec(admin, "DELETE FROM turns WHERE session_id = 'filler'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(admin);
 }
 
 // The database reaches its size cap mid-run: records are refused with
@@ -206,47 +260,19 @@ TEST(DurabilityTest, FullStoreRefusesDegradesAndRecovers) {
     acked.insert("precious-" + std::to_string(turn));
   }
   grpc::Status refused;
-  auto filler = [](int turn) {
-    v1::Snapshot snapshot = TurnSnapshot(kAgent, "filler", turn);
-    for (int block = 0; block < 4000; ++block) {
-      snapshot.add_message_chain(turn * 100000 + block);
-    }
-    return snapshot;
-  };
   int turn = 0;
   for (; turn < 400 && refused.ok(); ++turn) {
-    refused = SendSnapshot(*stub, filler(turn));
+    refused = SendSnapshot(*stub, FillerSnapshot(turn));
   }
   ASSERT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE)
       << refused.error_message();
-  EXPECT_EQ(SendSnapshot(*stub, filler(turn + 1)).error_code(),
+  EXPECT_EQ(SendSnapshot(*stub, FillerSnapshot(turn + 1)).error_code(),
             grpc::StatusCode::UNAVAILABLE);
 
-  // Degraded, not down.
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (Health(daemon.grpc_address(), "cachewatch.v1.CacheWatch") !=
-             grpc::health::v1::HealthCheckResponse::NOT_SERVING &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_EQ(Health(daemon.grpc_address(), "cachewatch.v1.CacheWatch"),
-            grpc::health::v1::HealthCheckResponse::NOT_SERVING);
-  EXPECT_EQ(Health(daemon.grpc_address(), ""),
-            grpc::health::v1::HealthCheckResponse::SERVING);
-  EXPECT_EQ(testing::MetricValue(
-                testing::HttpGet(daemon.metrics_address(), "/metrics"),
-                {"cachewatch_store_healthy"}),
-            0);
+  EXPECT_EQ(AwaitServiceHealth(daemon, kNotServing), kNotServing);
+  ExpectDegraded(daemon);
 
-  // The operator makes room.
-  sqlite3* admin = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &admin), SQLITE_OK);
-  sqlite3_busy_timeout(admin, 5000);
-  ASSERT_EQ(sqlite3_exec(admin, "DELETE FROM turns WHERE session_id = 'filler'",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(admin);
+  ASSERT_NO_FATAL_FAILURE(DeleteFiller(db));
 
   grpc::Status resumed =
       SendSnapshot(*stub, TurnSnapshot(kAgent, "precious", 100));
@@ -270,11 +296,7 @@ TEST(DurabilityTest, StartedOnAFullStoreSaysNotServingUntilThereIsRoom) {
     auto stub = filling.NewStub();
     grpc::Status refused;
     for (int turn = 0; turn < 400 && refused.ok(); ++turn) {
-      v1::Snapshot snapshot = TurnSnapshot(kAgent, "filler", turn);
-      for (int block = 0; block < 4000; ++block) {
-        snapshot.add_message_chain(turn * 100000 + block);
-      }
-      refused = SendSnapshot(*stub, snapshot);
+      refused = SendSnapshot(*stub, FillerSnapshot(turn));
     }
     ASSERT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
     EXPECT_EQ(filling.Stop(), 0);
@@ -282,31 +304,10 @@ TEST(DurabilityTest, StartedOnAFullStoreSaysNotServingUntilThereIsRoom) {
 
   DaemonProcess daemon;
   ASSERT_TRUE(daemon.Start(db, {"--max-db-mb=1"}));
-  EXPECT_EQ(Health(daemon.grpc_address(), "cachewatch.v1.CacheWatch"),
-            grpc::health::v1::HealthCheckResponse::NOT_SERVING);
-  EXPECT_EQ(Health(daemon.grpc_address(), ""),
-            grpc::health::v1::HealthCheckResponse::SERVING);
-  EXPECT_EQ(testing::MetricValue(
-                testing::HttpGet(daemon.metrics_address(), "/metrics"),
-                {"cachewatch_store_healthy"}),
-            0);
+  ExpectDegraded(daemon);
 
-  sqlite3* admin = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &admin), SQLITE_OK);
-  sqlite3_busy_timeout(admin, 5000);
-  ASSERT_EQ(sqlite3_exec(admin, "DELETE FROM turns WHERE session_id = 'filler'",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(admin);
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (Health(daemon.grpc_address(), "cachewatch.v1.CacheWatch") !=
-             grpc::health::v1::HealthCheckResponse::SERVING &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_EQ(Health(daemon.grpc_address(), "cachewatch.v1.CacheWatch"),
-            grpc::health::v1::HealthCheckResponse::SERVING);
+  ASSERT_NO_FATAL_FAILURE(DeleteFiller(db));
+  EXPECT_EQ(AwaitServiceHealth(daemon, kServing), kServing);
   EXPECT_TRUE(
       SendSnapshot(*daemon.NewStub(), TurnSnapshot(kAgent, "after", 0)).ok());
   EXPECT_EQ(daemon.Stop(), 0);

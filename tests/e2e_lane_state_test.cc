@@ -1,10 +1,10 @@
-// Lane state end to end (design §7): memory is a cache of lane state and the
-// store its truth. Over the real daemon: a lane the daemon forgot (idle) is
-// read back from its store and its next turn diffed over the real gap; after
-// a real SIGKILL or SIGTERM, whatever was acknowledged behaves exactly as if
-// there had been no restart — a retried usage is the duplicate it is, with
-// its stored verdict; a retried snapshot is a duplicate; a snapshot
-// acknowledged before the restart pairs with its usage after it. A
+// Lane state end to end (docs/CLASSIFICATION.md, "Lane state"): memory is a
+// cache of lane state and the store its truth. Over the real daemon: a lane the
+// daemon forgot (idle) is read back from its store and its next turn diffed
+// over the real gap; after a real SIGKILL or SIGTERM, whatever was acknowledged
+// behaves exactly as if there had been no restart — a retried usage is the
+// duplicate it is, with its stored verdict; a retried snapshot is a duplicate;
+// a snapshot acknowledged before the restart pairs with its usage after it. A
 // multi-lane trace with gaps of hours and duplicated usages gets the same
 // verdicts from the daemon (restarted in the middle) as from `analyze`.
 #include <google/protobuf/util/message_differencer.h>

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/util/status_macros.h"
 #include "utf8.h"
 
 namespace cachewatch::client {
@@ -148,9 +149,7 @@ absl::Status AppendValue(const Json& value, int depth, std::string* out) {
       for (const Json& element : value) {
         if (!first) out->push_back(',');
         first = false;
-        if (absl::Status s = AppendValue(element, depth + 1, out); !s.ok()) {
-          return s;
-        }
+        CACHEWATCH_RETURN_IF_ERROR(AppendValue(element, depth + 1, out));
       }
       out->push_back(']');
       return absl::OkStatus();
@@ -174,14 +173,9 @@ absl::Status AppendValue(const Json& value, int depth, std::string* out) {
       for (const auto* member : members) {
         if (!first) out->push_back(',');
         first = false;
-        if (absl::Status s = AppendString(member->first, out); !s.ok()) {
-          return s;
-        }
+        CACHEWATCH_RETURN_IF_ERROR(AppendString(member->first, out));
         out->push_back(':');
-        if (absl::Status s = AppendValue(member->second, depth + 1, out);
-            !s.ok()) {
-          return s;
-        }
+        CACHEWATCH_RETURN_IF_ERROR(AppendValue(member->second, depth + 1, out));
       }
       out->push_back('}');
       return absl::OkStatus();
@@ -242,7 +236,7 @@ absl::StatusOr<std::string> CanonicalizeJson(std::string_view json_text) {
 
 absl::StatusOr<std::string> CanonicalizeJsonValue(const nlohmann::json& value) {
   std::string out;
-  if (absl::Status s = AppendValue(value, 0, &out); !s.ok()) return s;
+  CACHEWATCH_RETURN_IF_ERROR(AppendValue(value, 0, &out));
   return out;
 }
 

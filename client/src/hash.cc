@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cachewatch/client/canonical_json.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch::client {
 
@@ -13,9 +14,9 @@ uint64_t HashBytes(std::string_view bytes) {
 }
 
 absl::StatusOr<uint64_t> HashJson(std::string_view json_text) {
-  absl::StatusOr<std::string> canonical = CanonicalizeJson(json_text);
-  if (!canonical.ok()) return canonical.status();
-  return HashBytes(*canonical);
+  CACHEWATCH_ASSIGN_OR_RETURN(const std::string canonical,
+                              CanonicalizeJson(json_text));
+  return HashBytes(canonical);
 }
 
 }  // namespace cachewatch::client

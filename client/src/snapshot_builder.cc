@@ -11,39 +11,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "cachewatch/client/breakpoints.h"
 #include "cachewatch/client/canonical_json.h"
 #include "cachewatch/client/hash.h"
+#include "daemon/util/status_macros.h"
 #include "utf8.h"
 
 namespace cachewatch::client {
 namespace {
-
-// Fills each breakpoint's blocks_after, where the caller left it unset, from
-// the length of its segment: the snapshot's tools, the message blocks, the
-// named system sections (when there are any).
-void SetBlocksAfter(v1::Snapshot& snapshot, size_t message_blocks) {
-  for (v1::Breakpoint& breakpoint :
-       *snapshot.mutable_cache_control()->mutable_breakpoints()) {
-    if (breakpoint.has_blocks_after()) continue;
-    size_t length = 0;
-    switch (breakpoint.segment()) {
-      case v1::PROMPT_SEGMENT_TOOLS:
-        length = snapshot.tools_size();
-        break;
-      case v1::PROMPT_SEGMENT_SYSTEM:
-        length = snapshot.system_sections_size();
-        break;
-      case v1::PROMPT_SEGMENT_MESSAGES:
-        length = message_blocks;
-        break;
-      default:
-        break;
-    }
-    if (breakpoint.index() < length) {
-      breakpoint.set_blocks_after(length - 1 - breakpoint.index());
-    }
-  }
-}
 
 constexpr size_t kMaxAgentBytes = 128;
 constexpr size_t kMaxSessionIdBytes = 256;
@@ -76,7 +51,7 @@ absl::Status CheckRequest(const SnapshotBuilderOptions& options,
            CheckText("request_id", request.request_id, true),
            CheckText("model", request.model, true),
        }) {
-    if (!s.ok()) return s;
+    CACHEWATCH_RETURN_IF_ERROR(s);
   }
   if (request.provider == v1::PROVIDER_UNSPECIFIED) {
     return absl::InvalidArgumentError("provider is required");
@@ -84,16 +59,10 @@ absl::Status CheckRequest(const SnapshotBuilderOptions& options,
   for (size_t i = 0; i < request.system_sections.size(); ++i) {
     const SystemSectionText& section = request.system_sections[i];
     const std::string field = absl::StrCat("system section #", i);
-    if (absl::Status s =
-            CheckText(absl::StrCat(field, " name"), section.name, true);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s =
-            CheckText(absl::StrCat(field, " text"), section.text, false);
-        !s.ok()) {
-      return s;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(
+        CheckText(absl::StrCat(field, " name"), section.name, true));
+    CACHEWATCH_RETURN_IF_ERROR(
+        CheckText(absl::StrCat(field, " text"), section.text, false));
   }
   return absl::OkStatus();
 }
@@ -135,23 +104,20 @@ absl::StatusOr<std::vector<size_t>> SnapshotBuilder::Order(
 
 absl::StatusOr<v1::Snapshot> SnapshotBuilder::Build(
     const ModelRequest& request) {
-  if (absl::Status s = CheckRequest(options_, request); !s.ok()) return s;
+  CACHEWATCH_RETURN_IF_ERROR(CheckRequest(options_, request));
 
   const uint64_t system_hash = HashBytes(request.system_prompt);
   if (system_hash != system_hash_) {
-    if (absl::Status s =
-            CheckText("system_prompt", request.system_prompt, false);
-        !s.ok()) {
-      return s;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(
+        CheckText("system_prompt", request.system_prompt, false));
   }
   std::vector<OrderKey> order_keys;
-  absl::StatusOr<std::vector<size_t>> order = Order(request.tools, &order_keys);
-  if (!order.ok()) return order.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(std::vector<size_t> order,
+                              Order(request.tools, &order_keys));
   v1::Snapshot snapshot;
   absl::flat_hash_map<uint64_t, uint64_t> schema_hashes;
   uint64_t canonicalized = 0;
-  for (const size_t index : *order) {
+  for (const size_t index : order) {
     const Tool& tool = request.tools[index];
     const uint64_t text_hash = HashBytes(tool.definition);
     uint64_t schema_hash;
@@ -187,18 +153,17 @@ absl::StatusOr<v1::Snapshot> SnapshotBuilder::Build(
   }
 
   // The last step that can fail: it commits the chain on success only.
-  absl::StatusOr<size_t> reused = chain_.Update(request.message_blocks);
-  if (!reused.ok()) return reused.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(const size_t reused,
+                              chain_.Update(request.message_blocks));
 
   schema_hashes_ = std::move(schema_hashes);
   if (!order_keys.empty() || request.tools.empty()) {
     order_keys_ = std::move(order_keys);
-    order_ = *order;
+    order_ = std::move(order);
   }
   system_hash_ = system_hash;
   stats_.tool_definitions_canonicalized += canonicalized;
-  stats_.message_blocks_canonicalized +=
-      request.message_blocks.size() - *reused;
+  stats_.message_blocks_canonicalized += request.message_blocks.size() - reused;
 
   snapshot.set_agent(options_.agent);
   snapshot.set_session_id(options_.session_id);

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -333,40 +334,64 @@ TEST(ReporterTest, DeliversOnceTheDaemonComesBack) {
   EXPECT_EQ(CountTurns(dir.File("cachewatch.db"), "late").complete, 20);
 }
 
-TEST(ReporterTest, ResendsWhatAKilledDaemonDidNotAcknowledge) {
-  TempDir dir;
-  const std::string db_path = dir.File("cachewatch.db");
-  Forwarder forwarder;
-  auto daemon = std::make_unique<DaemonProcess>();
-  ASSERT_TRUE(daemon->Start(db_path));
-  forwarder.set_target(daemon->grpc_address());
-  Reporter reporter({.address = forwarder.address()});
-  constexpr int kTurns = 1000;
-  ReportTurns(reporter, "killed", 0, kTurns);
-
-  // Kill the daemon while records are sent but not yet acknowledged.
+// Waits (up to 10 s) until `reporter` has at least `count` records sent but
+// not acknowledged; fails the test if it never has.
+void AwaitRecordsInFlight(Reporter& reporter, uint64_t count) {
   const steady_clock::time_point deadline = steady_clock::now() + seconds(10);
   for (;;) {
     const ReporterStats stats = reporter.stats();
-    if (stats.sent >= stats.acked + 20) break;
-    ASSERT_LT(steady_clock::now(), deadline) << "never 20 records in flight";
+    if (stats.sent >= stats.acked + count) return;
+    ASSERT_LT(steady_clock::now(), deadline)
+        << "never " << count << " records in flight";
   }
-  daemon->Kill();
-  ReportTurns(reporter, "killed", kTurns, 100);
+}
+
+// Daemon processes in turn on one database, behind one forwarder, and a
+// reporter sending to them: the first daemon ends (each test says how)
+// while records are sent but not yet acknowledged.
+class ReporterRestartTest : public ::testing::Test {
+ protected:
+  static constexpr int kTurns = 1000;
+
+  // Starts the first daemon and the reporter, reports turns [0, kTurns) of
+  // `session` and waits until 20 records are in flight.
+  void StartAndReport(const std::string& session) {
+    ASSERT_NO_FATAL_FAILURE(StartDaemon());
+    reporter_.emplace(ReporterOptions{.address = forwarder_.address()});
+    ReportTurns(*reporter_, session, 0, kTurns);
+    ASSERT_NO_FATAL_FAILURE(AwaitRecordsInFlight(*reporter_, 20));
+  }
+
+  // A new daemon process on the database (a DaemonProcess starts once),
+  // with the forwarder pointed at it.
+  void StartDaemon() {
+    daemon_ = std::make_unique<DaemonProcess>();
+    ASSERT_TRUE(daemon_->Start(db_path_));
+    forwarder_.set_target(daemon_->grpc_address());
+  }
+
+  TempDir dir_;
+  const std::string db_path_ = dir_.File("cachewatch.db");
+  Forwarder forwarder_;
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::optional<Reporter> reporter_;
+};
+
+TEST_F(ReporterRestartTest, ResendsWhatAKilledDaemonDidNotAcknowledge) {
+  ASSERT_NO_FATAL_FAILURE(StartAndReport("killed"));
+  daemon_->Kill();
+  ReportTurns(*reporter_, "killed", kTurns, 100);
   std::this_thread::sleep_for(milliseconds(200));
 
-  // A new process on the same database (a DaemonProcess starts once).
-  daemon = std::make_unique<DaemonProcess>();
-  ASSERT_TRUE(daemon->Start(db_path));
-  forwarder.set_target(daemon->grpc_address());
-  ASSERT_TRUE(reporter.Flush(seconds(20)));
-  const ReporterStats stats = reporter.stats();
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(reporter_->Flush(seconds(20)));
+  const ReporterStats stats = reporter_->stats();
   EXPECT_EQ(stats.enqueued, 2u * (kTurns + 100));
   EXPECT_EQ(stats.acked, stats.enqueued);
   EXPECT_EQ(stats.rejected, 0u);
   EXPECT_GT(stats.retried, 0u);
   EXPECT_GT(stats.reconnects, 0u);
-  const TurnRows rows = CountTurns(db_path, "killed");
+  const TurnRows rows = CountTurns(db_path_, "killed");
   EXPECT_EQ(rows.complete, kTurns + 100);
   EXPECT_EQ(rows.all, kTurns + 100);
 }
@@ -388,37 +413,21 @@ double IngestedRecords(const DaemonProcess& daemon) {
 // A SIGTERMed daemon acknowledges everything it stored before it ends the
 // stream, so the reporter resends exactly the records it has no ack for:
 // the restarted daemon receives each of those once and nothing else.
-TEST(ReporterTest, ResendsOnlyWhatASigtermedDaemonDidNotAcknowledge) {
-  TempDir dir;
-  const std::string db_path = dir.File("cachewatch.db");
-  Forwarder forwarder;
-  auto daemon = std::make_unique<DaemonProcess>();
-  ASSERT_TRUE(daemon->Start(db_path));
-  forwarder.set_target(daemon->grpc_address());
-  Reporter reporter({.address = forwarder.address()});
-  constexpr int kTurns = 1000;
-  ReportTurns(reporter, "stopped", 0, kTurns);
-  const steady_clock::time_point deadline = steady_clock::now() + seconds(10);
-  for (;;) {
-    const ReporterStats stats = reporter.stats();
-    if (stats.sent >= stats.acked + 20) break;
-    ASSERT_LT(steady_clock::now(), deadline) << "never 20 records in flight";
-  }
-  ASSERT_EQ(daemon->Stop(), 0);
-  const uint64_t acked_before_restart = reporter.stats().acked;
+TEST_F(ReporterRestartTest, ResendsOnlyWhatASigtermedDaemonDidNotAcknowledge) {
+  ASSERT_NO_FATAL_FAILURE(StartAndReport("stopped"));
+  ASSERT_EQ(daemon_->Stop(), 0);
+  const uint64_t acked_before_restart = reporter_->stats().acked;
   ASSERT_LT(acked_before_restart, 2u * kTurns);
 
-  daemon = std::make_unique<DaemonProcess>();
-  ASSERT_TRUE(daemon->Start(db_path));
-  forwarder.set_target(daemon->grpc_address());
-  ASSERT_TRUE(reporter.Flush(seconds(20)));
-  const ReporterStats stats = reporter.stats();
+  ASSERT_NO_FATAL_FAILURE(StartDaemon());
+  ASSERT_TRUE(reporter_->Flush(seconds(20)));
+  const ReporterStats stats = reporter_->stats();
   EXPECT_EQ(stats.enqueued, 2u * kTurns);
   EXPECT_EQ(stats.acked, stats.enqueued);
   EXPECT_EQ(stats.rejected, 0u);
-  EXPECT_EQ(IngestedRecords(*daemon),
+  EXPECT_EQ(IngestedRecords(*daemon_),
             static_cast<double>(stats.enqueued - acked_before_restart));
-  const TurnRows rows = CountTurns(db_path, "stopped");
+  const TurnRows rows = CountTurns(db_path_, "stopped");
   EXPECT_EQ(rows.complete, kTurns);
   EXPECT_EQ(rows.all, kTurns);
 }

@@ -45,6 +45,19 @@ CLI::Option* Add(CLI::App& app, const std::string& flag, T& field,
   return option;
 }
 
+// A flag in whole seconds for a duration kept in microseconds.
+CLI::Option* AddSeconds(CLI::App& app, const std::string& flag, int64_t& micros,
+                        const std::string& help) {
+  return app
+      .add_option_function<int64_t>(
+          "--" + flag,
+          [&micros](const int64_t& seconds) { micros = seconds * 1000000; },
+          help)
+      ->default_str(std::to_string(micros / 1000000))
+      ->envname(EnvName(flag))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+}
+
 // "model=input,write5m,write1h,read" (USD per million tokens).
 void ParsePrice(const std::string& text, ClassifierOptions& options) {
   const size_t equals = text.rfind('=');
@@ -130,18 +143,15 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
   Add(app, "max-lanes", config.tracker.max_lanes,
       "Most lanes held in memory; the least recently used is forgotten")
       ->check(CLI::PositiveNumber);
-  int64_t pending_timeout_seconds = config.tracker.pending_timeout_us / 1000000;
-  Add(app, "pending-timeout-seconds", pending_timeout_seconds,
-      "Give up a snapshot whose usage has not arrived after this long")
+  AddSeconds(app, "pending-timeout-seconds", config.tracker.pending_timeout_us,
+             "Give up a snapshot whose usage has not arrived after this long")
       ->check(CLI::PositiveNumber);
-  int64_t usage_grace_seconds = config.tracker.usage_grace_us / 1000000;
-  Add(app, "usage-grace-seconds", usage_grace_seconds,
-      "Let a usage that overtook its snapshot wait this long for it before "
-      "its turn is classified without one")
+  AddSeconds(app, "usage-grace-seconds", config.tracker.usage_grace_us,
+             "Let a usage that overtook its snapshot wait this long for it "
+             "before its turn is classified without one")
       ->check(CLI::NonNegativeNumber);
-  int64_t idle_lane_seconds = config.tracker.idle_lane_timeout_us / 1000000;
-  Add(app, "idle-lane-seconds", idle_lane_seconds,
-      "Forget a lane without records for this long")
+  AddSeconds(app, "idle-lane-seconds", config.tracker.idle_lane_timeout_us,
+             "Forget a lane without records for this long")
       ->check(CLI::PositiveNumber);
   Add(app, "max-tools", config.limits.max_tools,
       "Most tools a snapshot may list (more: INVALID_ARGUMENT)")
@@ -260,9 +270,6 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
       !routes.ok()) {
     return ConfigExit{2, std::string(routes.status().message()) + "\n"};
   }
-  config.tracker.pending_timeout_us = pending_timeout_seconds * 1000000;
-  config.tracker.usage_grace_us = usage_grace_seconds * 1000000;
-  config.tracker.idle_lane_timeout_us = idle_lane_seconds * 1000000;
   config.store.max_batch_delay = std::chrono::microseconds(group_commit_us);
   config.store.max_size_bytes = max_db_mb * 1024 * 1024;
   return config;

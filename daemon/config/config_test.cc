@@ -79,6 +79,34 @@ TEST(ConfigTest, ASingleValuedFlagGivenTwiceTakesTheLast) {
       "127.0.0.1:7007");
 }
 
+// Durations given in seconds are kept in microseconds, from every source;
+// their defaults show in --help as seconds.
+TEST(ConfigTest, SecondsFlagsKeepMicroseconds) {
+  const Config defaults = MustParse({});
+  EXPECT_EQ(defaults.tracker.pending_timeout_us, 600'000'000);
+  EXPECT_EQ(defaults.tracker.idle_lane_timeout_us, 7'200'000'000);
+  const std::string path =
+      WriteFile("cachewatch-seconds-test.yaml", "usage-grace-seconds: 7\n");
+  setenv("CACHEWATCH_IDLE_LANE_SECONDS", "60", 1);
+  const Config config =
+      MustParse({"--config", path, "--pending-timeout-seconds", "9",
+                 "--pending-timeout-seconds", "10"});
+  unsetenv("CACHEWATCH_IDLE_LANE_SECONDS");
+  EXPECT_EQ(config.tracker.pending_timeout_us, 10'000'000);
+  EXPECT_EQ(config.tracker.usage_grace_us, 7'000'000);
+  EXPECT_EQ(config.tracker.idle_lane_timeout_us, 60'000'000);
+  auto help = Parse({"--help"});
+  ASSERT_TRUE(std::holds_alternative<ConfigExit>(help));
+  EXPECT_NE(std::get<ConfigExit>(help).message.find(
+                "--pending-timeout-seconds INT:POSITIVE=600 "),
+            std::string::npos)
+      << std::get<ConfigExit>(help).message;
+  auto zero = Parse({"--idle-lane-seconds", "0"});
+  ASSERT_TRUE(std::holds_alternative<ConfigExit>(zero));
+  EXPECT_NE(std::get<ConfigExit>(zero).message.find("idle-lane-seconds"),
+            std::string::npos);
+}
+
 TEST(ConfigTest, YamlFileThenEnvironmentThenFlags) {
   const std::string path = WriteFile("cachewatch-config-test.yaml", R"(
 db_path: /var/lib/cachewatch/file.db

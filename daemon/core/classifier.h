@@ -1,5 +1,5 @@
 // The classifier: decides whether a completed turn is a prompt cache break
-// and, if so, why (design §3).
+// and, if so, why (docs/CLASSIFICATION.md).
 //
 // A turn is compared with the previous classified turn of its lane. The
 // baseline is the expected reuse, min(what the previous turn left in the

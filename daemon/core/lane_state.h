@@ -1,7 +1,7 @@
 // A lane's state as the store holds it: what LaneTracker::Restore seeds a
 // lane it does not hold with, so that a lane evicted from memory (idle, the
-// lane cap, a restart) resumes exactly where it was (design §7: memory is a
-// cache of lane state, the store its truth).
+// lane cap, a restart) resumes exactly where it was (docs/CLASSIFICATION.md,
+// "Lane state": memory is a cache of lane state, the store its truth).
 //
 // Plain values; may be copied and read from several threads.
 #ifndef CACHEWATCH_DAEMON_CORE_LANE_STATE_H_

@@ -1,6 +1,7 @@
 // The lane tracker: pairs each snapshot with its usage by request id, orders
 // a lane's turns by client request time, and classifies each completed turn
-// against the lane's previous one (design §2 "Lane").
+// against the lane's previous one (docs/CLASSIFICATION.md, "Pairing and
+// ordering").
 //
 // A completed turn waits while an earlier turn of its lane (by request time)
 // still lacks its usage, so an out-of-order usage is diffed against the right
@@ -15,13 +16,13 @@
 // first). The daemon's clock (`now_us`) is used only for those expiries and
 // the grace window; classification and ordering use the client's timestamps.
 //
-// Memory is a cache of lane state; the store is its truth (design §7). A
-// forgotten lane is not a new one: before a lane's first record the caller
-// asks HasLane() and, when the tracker does not hold the lane, seeds it from
-// the store with Restore() (a lane truly new is restored empty), so its next
-// turn is diffed against its real previous turn, a retry of a record it
-// answered is a duplicate, and its waiting turns wait on. The tracker itself
-// does no I/O.
+// Memory is a cache of lane state; the store is its truth
+// (docs/CLASSIFICATION.md, "Lane state"). A forgotten lane is not a new one:
+// before a lane's first record the caller asks HasLane() and, when the tracker
+// does not hold the lane, seeds it from the store with Restore() (a lane truly
+// new is restored empty), so its next turn is diffed against its real previous
+// turn, a retry of a record it answered is a duplicate, and its waiting turns
+// wait on. The tracker itself does no I/O.
 //
 // An idle lane keeps only its baseline (what the classifier compares the
 // next turn with, without the fields its key already holds), its recent

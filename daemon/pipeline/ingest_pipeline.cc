@@ -68,32 +68,28 @@ LaneLookup IngestPipeline::LookupAt(int64_t now_us) const {
 
 absl::StatusOr<size_t> IngestPipeline::RestoreLanes() {
   const int64_t now = clock_->NowMicros();
-  absl::StatusOr<std::vector<RestoredLane>> recent =
-      store_->LoadRecentLanes(now - options_.restore_window_us);
-  if (!recent.ok()) return recent.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      const std::vector<RestoredLane> recent,
+      store_->LoadRecentLanes(now - options_.restore_window_us));
   const LaneLookup lookup = LookupAt(now);
   std::vector<ClassifiedTurn> released;
-  for (const RestoredLane& lane : *recent) {
-    absl::StatusOr<std::optional<RestoredLane>> stored =
-        store_->LoadLane(lane.key, lookup);
-    if (!stored.ok()) return stored.status();
-    if (!stored->has_value()) continue;
+  for (const RestoredLane& lane : recent) {
+    CACHEWATCH_ASSIGN_OR_RETURN(std::optional<RestoredLane> stored,
+                                store_->LoadLane(lane.key, lookup));
+    if (!stored.has_value()) continue;
     Shard& shard = ShardFor(lane.key);
     std::lock_guard<std::mutex> lock(shard.mutex);
     std::vector<ClassifiedTurn> restored =
-        shard.tracker->Restore(lane.key, std::move((*stored)->state), now);
+        shard.tracker->Restore(lane.key, std::move(stored->state), now);
     std::move(restored.begin(), restored.end(), std::back_inserter(released));
   }
   if (!released.empty()) {
     std::vector<StoreWrite> writes;
     AddClassifications(released, writes);
-    if (absl::Status written = store_->Write(std::move(writes));
-        !written.ok()) {
-      return written;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(store_->Write(std::move(writes)));
     Export(released);
   }
-  return recent->size();
+  return recent.size();
 }
 
 absl::Status IngestPipeline::Track(
@@ -125,18 +121,16 @@ absl::Status IngestPipeline::Track(
       }
     }
     if (missing) {
-      absl::StatusOr<std::optional<RestoredLane>> stored =
-          store_->LoadLane(key, LookupAt(now_us));
-      if (!stored.ok()) return stored.status();
+      CACHEWATCH_ASSIGN_OR_RETURN(std::optional<RestoredLane> stored,
+                                  store_->LoadLane(key, LookupAt(now_us)));
       // A lane truly new is restored empty: held from now on.
-      loaded = stored->has_value() ? std::move((*stored)->state) : LaneState{};
+      loaded = stored.has_value() ? std::move(stored->state) : LaneState{};
       continue;
     }
-    absl::StatusOr<std::optional<v1::TurnClassification>> found =
-        store_->FindClassification(key, request_id);
-    if (!found.ok()) return found.status();
-    if (found->has_value()) {
-      answered = **std::move(found);
+    CACHEWATCH_ASSIGN_OR_RETURN(std::optional<v1::TurnClassification> found,
+                                store_->FindClassification(key, request_id));
+    if (found.has_value()) {
+      answered = *std::move(found);
       return absl::OkStatus();
     }
     asked_store = true;

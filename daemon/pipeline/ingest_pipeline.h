@@ -11,13 +11,13 @@
 // and it never blocks ingest (TurnExporter's contract: Export() does not
 // block; an exporter that might runs behind an AsyncTurnExporter).
 //
-// Lane state is the store's (design §7): a record for a lane no tracker
-// holds (idle, evicted by the lane cap, not used since a restart) first
-// reads the lane from the store (RecordStore::LoadLane, one indexed lookup,
-// only on such a miss, within retention) and restores it, so the record is
-// diffed against the lane's real previous turn and a retry of a record
-// answered before is a duplicate. A record that may retry a turn its lane
-// no longer remembers is answered from the store's classification
+// Lane state is the store's (docs/CLASSIFICATION.md, "Lane state"): a record
+// for a lane no tracker holds (idle, evicted by the lane cap, not used since a
+// restart) first reads the lane from the store (RecordStore::LoadLane, one
+// indexed lookup, only on such a miss, within retention) and restores it, so
+// the record is diffed against the lane's real previous turn and a retry of a
+// record answered before is a duplicate. A record that may retry a turn its
+// lane no longer remembers is answered from the store's classification
 // (LaneTracker::MayHaveForgotten). Lookups run without the shard's lock,
 // so a miss holds up neither the shard's other lanes nor other misses.
 //

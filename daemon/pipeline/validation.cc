@@ -51,21 +51,14 @@ absl::Status CheckTime(const std::string& field,
 template <typename Record>
 absl::Status CheckLaneKey(const std::string& kind, const Record& record,
                           const ValidationLimits& limits) {
-  absl::Status status =
-      CheckText(kind + ".agent", record.agent(), true, limits.max_name_bytes);
-  if (status.ok()) {
-    status = CheckText(kind + ".session_id", record.session_id(), true,
-                       limits.max_id_bytes);
-  }
-  if (status.ok()) {
-    status =
-        CheckText(kind + ".lane", record.lane(), false, limits.max_name_bytes);
-  }
-  if (status.ok()) {
-    status = CheckText(kind + ".request_id", record.request_id(), true,
-                       limits.max_id_bytes);
-  }
-  return status;
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckText(kind + ".agent", record.agent(), true, limits.max_name_bytes));
+  CACHEWATCH_RETURN_IF_ERROR(CheckText(
+      kind + ".session_id", record.session_id(), true, limits.max_id_bytes));
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckText(kind + ".lane", record.lane(), false, limits.max_name_bytes));
+  return CheckText(kind + ".request_id", record.request_id(), true,
+                   limits.max_id_bytes);
 }
 
 absl::Status CheckProvider(const std::string& field, v1::Provider provider) {
@@ -102,11 +95,8 @@ absl::Status CheckTtl(const std::string& field, uint32_t ttl_seconds,
 absl::Status CheckCacheControl(const v1::Snapshot& snapshot,
                                const ValidationLimits& limits) {
   const v1::CacheControl& control = snapshot.cache_control();
-  if (absl::Status ttl = CheckTtl("snapshot.cache_control.ttl_seconds",
-                                  control.ttl_seconds(), limits);
-      !ttl.ok()) {
-    return ttl;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(CheckTtl("snapshot.cache_control.ttl_seconds",
+                                      control.ttl_seconds(), limits));
   if (control.breakpoints_size() > limits.max_breakpoints) {
     return Invalid("snapshot.cache_control.breakpoints",
                    absl::StrCat("more than ", limits.max_breakpoints));
@@ -119,11 +109,8 @@ absl::Status CheckCacheControl(const v1::Snapshot& snapshot,
         !v1::PromptSegment_IsValid(breakpoint.segment())) {
       return Invalid(field + ".segment", "required");
     }
-    if (absl::Status ttl =
-            CheckTtl(field + ".ttl_seconds", breakpoint.ttl_seconds(), limits);
-        !ttl.ok()) {
-      return ttl;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(
+        CheckTtl(field + ".ttl_seconds", breakpoint.ttl_seconds(), limits));
     if (breakpoint.index() >=
         static_cast<uint32_t>(limits.max_message_chain_blocks)) {
       return Invalid(field + ".index",
@@ -154,28 +141,23 @@ absl::Status CheckCacheControl(const v1::Snapshot& snapshot,
 
 absl::Status ValidateSnapshot(const v1::Snapshot& snapshot,
                               const ValidationLimits& limits, int64_t now_us) {
-  absl::Status status = CheckLaneKey("snapshot", snapshot, limits);
-  if (status.ok()) {
-    status = CheckTime("snapshot.request_time", snapshot.request_time(),
-                       snapshot.has_request_time(), limits, now_us);
-  }
-  if (status.ok())
-    status = CheckProvider("snapshot.provider", snapshot.provider());
-  if (status.ok()) {
-    status = CheckText("snapshot.model", snapshot.model(), true,
-                       limits.max_name_bytes);
-  }
-  if (status.ok()) status = CheckTools(snapshot, limits);
-  if (!status.ok()) return status;
+  CACHEWATCH_RETURN_IF_ERROR(CheckLaneKey("snapshot", snapshot, limits));
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckTime("snapshot.request_time", snapshot.request_time(),
+                snapshot.has_request_time(), limits, now_us));
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckProvider("snapshot.provider", snapshot.provider()));
+  CACHEWATCH_RETURN_IF_ERROR(CheckText("snapshot.model", snapshot.model(), true,
+                                       limits.max_name_bytes));
+  CACHEWATCH_RETURN_IF_ERROR(CheckTools(snapshot, limits));
   if (snapshot.system_sections_size() > limits.max_system_sections) {
     return Invalid("snapshot.system_sections",
                    absl::StrCat("more than ", limits.max_system_sections));
   }
   for (int i = 0; i < snapshot.system_sections_size(); ++i) {
-    status = CheckText(absl::StrCat("snapshot.system_sections[", i, "].name"),
-                       snapshot.system_sections(i).name(), true,
-                       limits.max_name_bytes);
-    if (!status.ok()) return status;
+    CACHEWATCH_RETURN_IF_ERROR(CheckText(
+        absl::StrCat("snapshot.system_sections[", i, "].name"),
+        snapshot.system_sections(i).name(), true, limits.max_name_bytes));
   }
   if (snapshot.message_chain_size() > limits.max_message_chain_blocks) {
     return Invalid(
@@ -194,34 +176,29 @@ absl::Status ValidateSnapshot(const v1::Snapshot& snapshot,
 
 absl::StatusOr<v1::NormalizedUsage> ValidateUsage(
     const v1::Usage& usage, const ValidationLimits& limits, int64_t now_us) {
-  absl::Status status = CheckLaneKey("usage", usage, limits);
-  if (status.ok()) {
-    status = CheckTime("usage.response_time", usage.response_time(),
-                       usage.has_response_time(), limits, now_us);
-  }
-  if (status.ok()) status = CheckProvider("usage.provider", usage.provider());
-  if (status.ok()) {
-    status =
-        CheckText("usage.model", usage.model(), false, limits.max_name_bytes);
-  }
-  if (status.ok() && usage.has_provider_diagnostics()) {
+  CACHEWATCH_RETURN_IF_ERROR(CheckLaneKey("usage", usage, limits));
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckTime("usage.response_time", usage.response_time(),
+                usage.has_response_time(), limits, now_us));
+  CACHEWATCH_RETURN_IF_ERROR(CheckProvider("usage.provider", usage.provider()));
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckText("usage.model", usage.model(), false, limits.max_name_bytes));
+  if (usage.has_provider_diagnostics()) {
     const v1::ProviderCacheDiagnostics& diagnostics =
         usage.provider_diagnostics();
-    status = CheckText("usage.provider_diagnostics.cache_miss_reason",
-                       diagnostics.cache_miss_reason(), true,
-                       limits.max_reason_bytes);
-    if (status.ok() &&
-        (diagnostics.cache_missed_input_tokens() < 0 ||
-         diagnostics.cache_missed_input_tokens() > kMaxTokenCount)) {
-      status = Invalid("usage.provider_diagnostics.cache_missed_input_tokens",
-                       absl::StrCat(diagnostics.cache_missed_input_tokens(),
-                                    " is outside [0, ", kMaxTokenCount, "]"));
+    CACHEWATCH_RETURN_IF_ERROR(CheckText(
+        "usage.provider_diagnostics.cache_miss_reason",
+        diagnostics.cache_miss_reason(), true, limits.max_reason_bytes));
+    if (diagnostics.cache_missed_input_tokens() < 0 ||
+        diagnostics.cache_missed_input_tokens() > kMaxTokenCount) {
+      return Invalid("usage.provider_diagnostics.cache_missed_input_tokens",
+                     absl::StrCat(diagnostics.cache_missed_input_tokens(),
+                                  " is outside [0, ", kMaxTokenCount, "]"));
     }
   }
-  if (!status.ok()) return status;
   if (usage.has_normalized()) {
-    status = ValidateNormalizedUsage(usage.normalized());
-    if (!status.ok()) {
+    if (absl::Status status = ValidateNormalizedUsage(usage.normalized());
+        !status.ok()) {
       return Invalid("usage.normalized", std::string(status.message()));
     }
     return usage.normalized();
@@ -263,34 +240,23 @@ absl::Status CheckFilterTime(const std::string& field,
 
 absl::Status ValidateListBreaksRequest(const v1::ListBreaksRequest& request,
                                        const ValidationLimits& limits) {
-  absl::Status status = CheckFilterTime("list_breaks.since", request.since(),
-                                        request.has_since());
-  if (status.ok()) {
-    status = CheckFilterTime("list_breaks.until", request.until(),
-                             request.has_until());
-  }
-  if (status.ok()) {
-    status = CheckText("list_breaks.agent", request.agent(), false,
-                       limits.max_name_bytes);
-  }
-  if (status.ok()) {
-    status = CheckText("list_breaks.session_id", request.session_id(), false,
-                       limits.max_id_bytes);
-  }
-  if (status.ok()) {
-    status = CheckText("list_breaks.lane", request.lane(), false,
-                       limits.max_name_bytes);
-  }
-  if (status.ok()) {
-    status = CheckText("list_breaks.model", request.model(), false,
-                       limits.max_name_bytes);
-  }
-  if (status.ok()) status = CheckReason("list_breaks.reason", request.reason());
-  if (status.ok()) {
-    status = CheckText("list_breaks.page_token", request.page_token(), false,
-                       limits.max_page_token_bytes);
-  }
-  return status;
+  CACHEWATCH_RETURN_IF_ERROR(CheckFilterTime(
+      "list_breaks.since", request.since(), request.has_since()));
+  CACHEWATCH_RETURN_IF_ERROR(CheckFilterTime(
+      "list_breaks.until", request.until(), request.has_until()));
+  CACHEWATCH_RETURN_IF_ERROR(CheckText("list_breaks.agent", request.agent(),
+                                       false, limits.max_name_bytes));
+  CACHEWATCH_RETURN_IF_ERROR(CheckText("list_breaks.session_id",
+                                       request.session_id(), false,
+                                       limits.max_id_bytes));
+  CACHEWATCH_RETURN_IF_ERROR(CheckText("list_breaks.lane", request.lane(),
+                                       false, limits.max_name_bytes));
+  CACHEWATCH_RETURN_IF_ERROR(CheckText("list_breaks.model", request.model(),
+                                       false, limits.max_name_bytes));
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckReason("list_breaks.reason", request.reason()));
+  return CheckText("list_breaks.page_token", request.page_token(), false,
+                   limits.max_page_token_bytes);
 }
 
 absl::Status ValidateExplainBreakRequest(const v1::ExplainBreakRequest& request,
@@ -301,34 +267,23 @@ absl::Status ValidateExplainBreakRequest(const v1::ExplainBreakRequest& request,
 
 absl::Status ValidateWatchBreaksRequest(const v1::WatchBreaksRequest& request,
                                         const ValidationLimits& limits) {
-  absl::Status status = CheckText("watch_breaks.agent", request.agent(), false,
-                                  limits.max_name_bytes);
-  if (status.ok()) {
-    status = CheckText("watch_breaks.model", request.model(), false,
-                       limits.max_name_bytes);
-  }
-  if (status.ok()) {
-    status = CheckText("watch_breaks.session_id", request.session_id(), false,
-                       limits.max_id_bytes);
-  }
-  if (status.ok()) {
-    status = CheckReason("watch_breaks.reason", request.reason());
-  }
-  return status;
+  CACHEWATCH_RETURN_IF_ERROR(CheckText("watch_breaks.agent", request.agent(),
+                                       false, limits.max_name_bytes));
+  CACHEWATCH_RETURN_IF_ERROR(CheckText("watch_breaks.model", request.model(),
+                                       false, limits.max_name_bytes));
+  CACHEWATCH_RETURN_IF_ERROR(CheckText("watch_breaks.session_id",
+                                       request.session_id(), false,
+                                       limits.max_id_bytes));
+  return CheckReason("watch_breaks.reason", request.reason());
 }
 
 absl::Status ValidateLaneTimelineRequest(
     const v1::GetLaneTimelineRequest& request, const ValidationLimits& limits) {
-  absl::Status status =
-      CheckText("agent", request.agent(), true, limits.max_name_bytes);
-  if (status.ok()) {
-    status = CheckText("session_id", request.session_id(), true,
-                       limits.max_id_bytes);
-  }
-  if (status.ok()) {
-    status = CheckText("lane", request.lane(), false, limits.max_name_bytes);
-  }
-  return status;
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckText("agent", request.agent(), true, limits.max_name_bytes));
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckText("session_id", request.session_id(), true, limits.max_id_bytes));
+  return CheckText("lane", request.lane(), false, limits.max_name_bytes);
 }
 
 }  // namespace cachewatch

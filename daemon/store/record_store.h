@@ -62,12 +62,12 @@ class RecordStore {
   virtual absl::StatusOr<std::vector<RestoredLane>> LoadRecentLanes(
       int64_t since_us) = 0;
 
-  // One lane's state, for a lane no tracker holds (design §7), within
-  // `lookup`'s bounds (retention; the pending timeout; how many answers and
-  // waiting turns a lane keeps): the baseline — its last classified turn by
-  // (request time, request id), snapshot, usage and provider diagnostics
-  // rebuilt, and when that turn has no snapshot and was no break, the
-  // snapshot of the newest earlier classified turn that has one (as the
+  // One lane's state, for a lane no tracker holds (docs/CLASSIFICATION.md,
+  // "Lane state"), within `lookup`'s bounds (retention; the pending timeout;
+  // how many answers and waiting turns a lane keeps): the baseline — its last
+  // classified turn by (request time, request id), snapshot, usage and provider
+  // diagnostics rebuilt, and when that turn has no snapshot and was no break,
+  // the snapshot of the newest earlier classified turn that has one (as the
   // tracker keeps it) —; the TTL the lane's most recent classified turn
   // with a 5 m / 1 h write split showed (0 if none); its newest
   // `lookup.answered` classified turns with their stored classifications,

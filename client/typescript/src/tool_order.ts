@@ -1,4 +1,4 @@
-// The tool-order policy (design §4; C++ client/include/cachewatch/client/tool_order.h).
+// The tool-order policy (docs/CLIENT.md "Tool order"; C++ client/include/cachewatch/client/tool_order.h).
 //   - lexicographic (default): name as UTF-16 code units (never a locale),
 //     then display name; tools equal in both keep their input order;
 //   - explicit: a toolOrder list with exactly one '<unlisted-tools>' entry;

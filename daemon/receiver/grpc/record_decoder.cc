@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cachewatch/v1/service.pb.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch {
 namespace {
@@ -75,9 +76,8 @@ absl::Status FindBadField(CodedInputStream& input, const Descriptor* descriptor,
     if (depth >= kMaxDepth) return Malformed(field_path);
     const CodedInputStream::Limit limit =
         input.PushLimit(static_cast<int>(length));
-    absl::Status nested =
-        FindBadField(input, field->message_type(), field_path, depth + 1);
-    if (!nested.ok()) return nested;
+    CACHEWATCH_RETURN_IF_ERROR(
+        FindBadField(input, field->message_type(), field_path, depth + 1));
     if (input.BytesUntilLimit() != 0) return Malformed(field_path);
     input.PopLimit(limit);
   }

@@ -11,6 +11,7 @@
 #include "daemon/receiver/proxy/lane_inference.h"
 #include "daemon/receiver/proxy/observed_request.h"
 #include "daemon/receiver/proxy/observed_usage.h"
+#include "daemon/util/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace cachewatch {
@@ -184,33 +185,32 @@ absl::StatusOr<ExchangeObserver::Impl::Request> ExchangeObserver::Impl::Read(
     std::string_view method, std::string_view target,
     std::string_view upstream_host, const HttpHeaders& headers,
     std::string_view body) const {
-  absl::StatusOr<ProxyApi> api = EndpointOf(method, target);
-  if (!api.ok()) return api.status();
-  absl::StatusOr<std::string_view> agent =
-      IdentityHeader(headers, "x-cachewatch-agent", kMaxAgentOrLaneBytes);
-  if (!agent.ok()) return agent.status();
-  absl::StatusOr<std::string_view> session = IdentityHeader(
-      headers, "x-cachewatch-session", kMaxSessionOrRequestIdBytes);
-  if (!session.ok()) return session.status();
-  absl::StatusOr<std::string_view> lane =
-      IdentityHeader(headers, "x-cachewatch-lane", kMaxAgentOrLaneBytes);
-  if (!lane.ok()) return lane.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(const ProxyApi api, EndpointOf(method, target));
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      const std::string_view agent,
+      IdentityHeader(headers, "x-cachewatch-agent", kMaxAgentOrLaneBytes));
+  CACHEWATCH_ASSIGN_OR_RETURN(const std::string_view session,
+                              IdentityHeader(headers, "x-cachewatch-session",
+                                             kMaxSessionOrRequestIdBytes));
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      const std::string_view lane,
+      IdentityHeader(headers, "x-cachewatch-lane", kMaxAgentOrLaneBytes));
   const v1::Provider provider =
-      ProviderOf(*api, upstream_host, target, options_.provider_hosts);
-  absl::StatusOr<ObservedRequest> observed = ReadObservedRequest(
-      *api, provider, headers, body, options_.max_body_bytes);
-  if (!observed.ok()) return observed.status();
-  return Request{*api, *std::move(observed),
-                 AgentOf(*agent, headers, options_.default_agent), *session,
-                 *lane};
+      ProviderOf(api, upstream_host, target, options_.provider_hosts);
+  CACHEWATCH_ASSIGN_OR_RETURN(ObservedRequest observed,
+                              ReadObservedRequest(api, provider, headers, body,
+                                                  options_.max_body_bytes));
+  return Request{api, std::move(observed),
+                 AgentOf(agent, headers, options_.default_agent), session,
+                 lane};
 }
 
 absl::StatusOr<ObservedTurn> ExchangeObserver::Impl::Observe(
     const HttpExchange& exchange) {
-  absl::StatusOr<Request> request =
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      Request request,
       Read(exchange.method, exchange.target, exchange.upstream_host,
-           exchange.request_headers, exchange.request_body);
-  if (!request.ok()) return request.status();
+           exchange.request_headers, exchange.request_body));
   ObservedTurn turn;
   if (exchange.response_status < 200 || exchange.response_status > 299) {
     turn.note = exchange.response_status == 0
@@ -220,17 +220,17 @@ absl::StatusOr<ObservedTurn> ExchangeObserver::Impl::Observe(
     return turn;
   }
   ObservedUsage usage = ReadObservedUsage(
-      request->api, request->observed.include_usage, exchange.response_status,
+      request.api, request.observed.include_usage, exchange.response_status,
       exchange.response_headers, exchange.response_body,
       exchange.response_complete, options_.max_body_bytes);
   LaneDecision decision;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    decision = lanes_.Assign(LaneRequestOf(*request), usage.response_id);
+    decision = lanes_.Assign(LaneRequestOf(request), usage.response_id);
   }
   const std::string request_id = RequestIdOf(exchange, usage);
-  v1::Snapshot& snapshot = request->observed.snapshot;
-  snapshot.set_agent(request->agent);
+  v1::Snapshot& snapshot = request.observed.snapshot;
+  snapshot.set_agent(request.agent);
   snapshot.set_session_id(decision.session_id);
   snapshot.set_lane(decision.lane);
   snapshot.set_request_id(request_id);
@@ -240,7 +240,7 @@ absl::StatusOr<ObservedTurn> ExchangeObserver::Impl::Observe(
   }
   if (!usage.raw_usage_json.empty()) {
     v1::Usage& out = turn.usage.emplace();
-    out.set_agent(request->agent);
+    out.set_agent(request.agent);
     out.set_session_id(decision.session_id);
     out.set_lane(decision.lane);
     out.set_request_id(request_id);

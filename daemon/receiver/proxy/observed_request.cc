@@ -12,9 +12,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cachewatch/client/breakpoints.h"
 #include "cachewatch/client/canonical_json.h"
 #include "cachewatch/client/hash.h"
 #include "cachewatch/client/message_chain.h"
+#include "daemon/util/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace cachewatch {
@@ -84,7 +86,7 @@ absl::StatusOr<Json> ParseBody(std::string_view body, size_t max_body_bytes) {
         absl::StrCat("request body: ", body.size(), " bytes, more than the ",
                      max_body_bytes, " observed"));
   }
-  if (absl::Status status = CheckDepth(body); !status.ok()) return status;
+  CACHEWATCH_RETURN_IF_ERROR(CheckDepth(body));
   Json root;
   try {
     root = Json::parse(body.begin(), body.end());
@@ -207,12 +209,12 @@ class Reader {
       // The daemon requires a name: a tool without one is named by place.
       std::string name(name_of(tool));
       if (name.empty()) name = absl::StrCat("tools[", i, "]");
-      absl::StatusOr<std::string> canonical =
-          Canonical(tool, absl::StrCat("tools[", i, "] (\"", name, "\")"));
-      if (!canonical.ok()) return canonical.status();
+      CACHEWATCH_ASSIGN_OR_RETURN(
+          const std::string canonical,
+          Canonical(tool, absl::StrCat("tools[", i, "] (\"", name, "\")")));
       v1::ToolRef* ref = snapshot().add_tools();
       ref->set_name(name);
-      ref->set_schema_hash(client::HashBytes(*canonical));
+      ref->set_schema_hash(client::HashBytes(canonical));
       if (marker != nullptr) {
         AddBreakpoint(v1::PROMPT_SEGMENT_TOOLS, snapshot().tools_size() - 1,
                       *marker, &layout());
@@ -224,9 +226,9 @@ class Reader {
   // Adds one content block to the message chain, its markers taken out.
   absl::Status AddBlock(Json block, absl::string_view where) {
     const std::optional<Json> marker = TakeCacheControls(block);
-    absl::StatusOr<std::string> canonical = Canonical(block, where);
-    if (!canonical.ok()) return canonical.status();
-    chain_ = client::ChainHash(chain_, *canonical);
+    CACHEWATCH_ASSIGN_OR_RETURN(const std::string canonical,
+                                Canonical(block, where));
+    chain_ = client::ChainHash(chain_, canonical);
     snapshot().add_message_chain(chain_);
     if (marker.has_value()) {
       AddBreakpoint(v1::PROMPT_SEGMENT_MESSAGES,
@@ -253,9 +255,9 @@ class Reader {
     for (const char* key : keys) {
       if (const Json* value = Member(body, key)) options[key] = *value;
     }
-    absl::StatusOr<std::string> canonical = Canonical(options, "options");
-    if (!canonical.ok()) return canonical.status();
-    snapshot().set_options_hash(client::HashBytes(*canonical));
+    CACHEWATCH_ASSIGN_OR_RETURN(const std::string canonical,
+                                Canonical(options, "options"));
+    snapshot().set_options_hash(client::HashBytes(canonical));
     return absl::OkStatus();
   }
 
@@ -342,10 +344,8 @@ absl::Status ReadAnthropicSystem(const Json& body, Reader& reader) {
     const std::optional<Json> marker = TakeCacheControl(block);
     std::string text(StringMember(block, "text"));
     if (StringMember(block, "type") != "text") {
-      absl::StatusOr<std::string> canonical =
-          Canonical(block, absl::StrCat("system[", i, "]"));
-      if (!canonical.ok()) return canonical.status();
-      text = *std::move(canonical);
+      CACHEWATCH_ASSIGN_OR_RETURN(
+          text, Canonical(block, absl::StrCat("system[", i, "]")));
     }
     reader.AddSystemSection(absl::StrCat("system[", i, "]"), text);
     if (marker.has_value()) {
@@ -384,12 +384,9 @@ absl::Status ReadAnthropicMessages(const Json& body, Reader& reader,
     }
     const Json* content = Member(message, "content");
     if (content != nullptr && content->is_string()) {
-      if (absl::Status status = reader.AddBlock(
-              Json{{"role", role}, {"type", "text"}, {"text", *content}},
-              absl::StrCat("messages[", i, "].content"));
-          !status.ok()) {
-        return status;
-      }
+      CACHEWATCH_RETURN_IF_ERROR(reader.AddBlock(
+          Json{{"role", role}, {"type", "text"}, {"text", *content}},
+          absl::StrCat("messages[", i, "].content")));
       continue;
     }
     if (content == nullptr || !content->is_array()) {
@@ -404,10 +401,7 @@ absl::Status ReadAnthropicMessages(const Json& body, Reader& reader,
         return Invalid(absl::StrCat(where, " is not an object"));
       Json block = part;
       block["role"] = role;
-      if (absl::Status status = reader.AddBlock(std::move(block), where);
-          !status.ok()) {
-        return status;
-      }
+      CACHEWATCH_RETURN_IF_ERROR(reader.AddBlock(std::move(block), where));
     }
   }
   const std::string_view first = FirstText(*messages);
@@ -420,21 +414,15 @@ absl::Status ReadAnthropicMessages(const Json& body, Reader& reader,
 absl::Status ReadAnthropic(const Json& body, const HttpHeaders& headers,
                            ObservedRequest* out) {
   Reader reader(out);
-  if (absl::Status s = reader.ReadModel(body); !s.ok()) return s;
-  if (absl::Status s = reader.ReadTools(body, AnthropicToolName); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = ReadAnthropicSystem(body, reader); !s.ok()) return s;
-  if (absl::Status s = ReadAnthropicMessages(body, reader, out); !s.ok()) {
-    return s;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(reader.ReadModel(body));
+  CACHEWATCH_RETURN_IF_ERROR(reader.ReadTools(body, AnthropicToolName));
+  CACHEWATCH_RETURN_IF_ERROR(ReadAnthropicSystem(body, reader));
+  CACHEWATCH_RETURN_IF_ERROR(ReadAnthropicMessages(body, reader, out));
   Json extra = Json::object();
   Json betas = AnthropicBetas(headers);
   if (!betas.empty()) extra["betas"] = std::move(betas);
-  if (absl::Status s = reader.ReadOptions(body, kAnthropicOptionKeys, extra);
-      !s.ok()) {
-    return s;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(
+      reader.ReadOptions(body, kAnthropicOptionKeys, extra));
   v1::CacheControl& layout = reader.layout();
   if (const Json* automatic = Member(body, "cache_control")) {
     layout.set_automatic(true);
@@ -492,10 +480,7 @@ absl::Status AddContent(std::string_view role, const Json* content,
       Json block = part;
       for (const auto& [key, value] : extra.items()) block[key] = value;
       block["role"] = role;
-      if (absl::Status s = reader.AddBlock(std::move(block), part_where);
-          !s.ok()) {
-        return s;
-      }
+      CACHEWATCH_RETURN_IF_ERROR(reader.AddBlock(std::move(block), part_where));
     }
     return absl::OkStatus();
   }
@@ -528,10 +513,9 @@ absl::Status ReadChatSystem(const std::vector<const Json*>& system,
       text = content.get<std::string>();
     } else {
       all_strings = false;
-      absl::StatusOr<std::string> canonical =
-          Canonical(content, absl::StrCat("system message ", i, " content"));
-      if (!canonical.ok()) return canonical.status();
-      text = *std::move(canonical);
+      CACHEWATCH_ASSIGN_OR_RETURN(
+          text,
+          Canonical(content, absl::StrCat("system message ", i, " content")));
     }
     reader.AddSystemSection(
         absl::StrCat(Sv(StringMember(message, "role")), "[", i, "]"), text);
@@ -546,9 +530,9 @@ absl::Status ReadChatSystem(const std::vector<const Json*>& system,
     reader.SetSystemPrompt(absl::StrJoin(texts, "\n\n"));
     return absl::OkStatus();
   }
-  absl::StatusOr<std::string> canonical = Canonical(parts, "system messages");
-  if (!canonical.ok()) return canonical.status();
-  reader.SetSystemPrompt(*canonical);
+  CACHEWATCH_ASSIGN_OR_RETURN(const std::string canonical,
+                              Canonical(parts, "system messages"));
+  reader.SetSystemPrompt(canonical);
   return absl::OkStatus();
 }
 
@@ -561,7 +545,7 @@ absl::Status ReadChatMessages(const Json& body, Reader& reader) {
   for (const Json& message : *messages) {
     if (IsSystemMessage(message)) system.push_back(&message);
   }
-  if (absl::Status s = ReadChatSystem(system, reader); !s.ok()) return s;
+  CACHEWATCH_RETURN_IF_ERROR(ReadChatSystem(system, reader));
   for (size_t i = 0; i < messages->size(); ++i) {
     const Json& message = (*messages)[i];
     const std::string where = absl::StrCat("messages[", i, "]");
@@ -574,11 +558,9 @@ absl::Status ReadChatMessages(const Json& body, Reader& reader) {
     for (const char* key : {"tool_call_id", "name"}) {
       if (const Json* value = Member(message, key)) extra[key] = *value;
     }
-    if (absl::Status s = AddContent(role, Member(message, "content"), extra,
-                                    absl::StrCat(where, ".content"), reader);
-        !s.ok()) {
-      return s;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(
+        AddContent(role, Member(message, "content"), extra,
+                   absl::StrCat(where, ".content"), reader));
     if (const Json* calls = Member(message, "tool_calls")) {
       if (!calls->is_array()) {
         return Invalid(absl::StrCat(where, ".tool_calls is not an array"));
@@ -594,10 +576,8 @@ absl::Status ReadChatMessages(const Json& body, Reader& reader) {
         if (call.contains("type")) block["call_type"] = call["type"];
         block["role"] = role;
         block["type"] = "tool_call";
-        if (absl::Status s = reader.AddBlock(std::move(block), call_where);
-            !s.ok()) {
-          return s;
-        }
+        CACHEWATCH_RETURN_IF_ERROR(
+            reader.AddBlock(std::move(block), call_where));
       }
     }
     if (const Json* call = Member(message, "function_call")) {
@@ -607,11 +587,8 @@ absl::Status ReadChatMessages(const Json& body, Reader& reader) {
       Json block = *call;
       block["role"] = role;
       block["type"] = "function_call";
-      if (absl::Status s = reader.AddBlock(
-              std::move(block), absl::StrCat(where, ".function_call"));
-          !s.ok()) {
-        return s;
-      }
+      CACHEWATCH_RETURN_IF_ERROR(reader.AddBlock(
+          std::move(block), absl::StrCat(where, ".function_call")));
     }
   }
   return absl::OkStatus();
@@ -625,10 +602,9 @@ absl::Status ReadResponsesInput(const Json& body, Reader& reader,
   } else if (instructions->is_string()) {
     reader.SetSystemPrompt(instructions->get_ref<const std::string&>());
   } else {
-    absl::StatusOr<std::string> canonical =
-        Canonical(*instructions, "instructions");
-    if (!canonical.ok()) return canonical.status();
-    reader.SetSystemPrompt(*canonical);
+    CACHEWATCH_ASSIGN_OR_RETURN(const std::string canonical,
+                                Canonical(*instructions, "instructions"));
+    reader.SetSystemPrompt(canonical);
   }
   const Json* input = Member(body, "input");
   if (input == nullptr) return absl::OkStatus();
@@ -648,34 +624,27 @@ absl::Status ReadResponsesInput(const Json& body, Reader& reader,
     }
     const std::string_view role = StringMember(item, "role");
     if (!role.empty() && (type.empty() || type == "message")) {
-      if (absl::Status s =
-              AddContent(role, Member(item, "content"), Json::object(),
-                         absl::StrCat(where, ".content"), reader);
-          !s.ok()) {
-        return s;
-      }
+      CACHEWATCH_RETURN_IF_ERROR(
+          AddContent(role, Member(item, "content"), Json::object(),
+                     absl::StrCat(where, ".content"), reader));
       continue;
     }
-    if (absl::Status s = reader.AddBlock(item, where); !s.ok()) return s;
+    CACHEWATCH_RETURN_IF_ERROR(reader.AddBlock(item, where));
   }
   return absl::OkStatus();
 }
 
 absl::Status ReadOpenAi(ProxyApi api, const Json& body, ObservedRequest* out) {
   Reader reader(out);
-  if (absl::Status s = reader.ReadModel(body); !s.ok()) return s;
-  if (absl::Status s = reader.ReadTools(body, OpenAiToolName); !s.ok()) {
-    return s;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(reader.ReadModel(body));
+  CACHEWATCH_RETURN_IF_ERROR(reader.ReadTools(body, OpenAiToolName));
   if (api == ProxyApi::kOpenAiChat) {
-    if (absl::Status s = ReadChatMessages(body, reader); !s.ok()) return s;
+    CACHEWATCH_RETURN_IF_ERROR(ReadChatMessages(body, reader));
     if (const Json* options = Member(body, "stream_options")) {
       out->include_usage = TrueMember(*options, "include_usage");
     }
   } else {
-    if (absl::Status s = ReadResponsesInput(body, reader, out); !s.ok()) {
-      return s;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(ReadResponsesInput(body, reader, out));
     out->previous_response_id =
         std::string(StringMember(body, "previous_response_id"));
     // The context lives on the provider: the blocks sent are not the
@@ -694,11 +663,8 @@ absl::Status ReadOpenAi(ProxyApi api, const Json& body, ObservedRequest* out) {
     }
     out->has_diagnostics_field = body.contains("prompt_cache_options");
   }
-  if (absl::Status s =
-          reader.ReadOptions(body, kOpenAiOptionKeys, Json::object());
-      !s.ok()) {
-    return s;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(
+      reader.ReadOptions(body, kOpenAiOptionKeys, Json::object()));
   v1::CacheControl& layout = reader.layout();
   layout.set_enabled(true);
   layout.set_automatic(layout.breakpoints_size() == 0);
@@ -713,32 +679,6 @@ absl::Status ReadOpenAi(ProxyApi api, const Json& body, ObservedRequest* out) {
   return absl::OkStatus();
 }
 
-// Places each breakpoint in its segment, as the client library does: the
-// blocks of the segment after it (0: on the segment's last block).
-void SetBlocksAfter(v1::Snapshot& snapshot) {
-  for (v1::Breakpoint& breakpoint :
-       *snapshot.mutable_cache_control()->mutable_breakpoints()) {
-    int length = 0;
-    switch (breakpoint.segment()) {
-      case v1::PROMPT_SEGMENT_TOOLS:
-        length = snapshot.tools_size();
-        break;
-      case v1::PROMPT_SEGMENT_SYSTEM:
-        length = snapshot.system_sections_size();
-        break;
-      case v1::PROMPT_SEGMENT_MESSAGES:
-        length = snapshot.message_chain_size();
-        break;
-      default:
-        break;
-    }
-    if (static_cast<int64_t>(breakpoint.index()) < length) {
-      breakpoint.set_blocks_after(
-          static_cast<uint32_t>(length - 1 - breakpoint.index()));
-    }
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<ObservedRequest> ReadObservedRequest(ProxyApi api,
@@ -746,16 +686,14 @@ absl::StatusOr<ObservedRequest> ReadObservedRequest(ProxyApi api,
                                                     const HttpHeaders& headers,
                                                     std::string_view body,
                                                     size_t max_body_bytes) {
-  absl::StatusOr<Json> root = ParseBody(body, max_body_bytes);
-  if (!root.ok()) return root.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(const Json root, ParseBody(body, max_body_bytes));
   ObservedRequest out;
   out.snapshot.set_provider(provider);
   out.snapshot.set_tool_order_policy(v1::TOOL_ORDER_POLICY_REGISTRATION);
-  const absl::Status status = api == ProxyApi::kAnthropicMessages
-                                  ? ReadAnthropic(*root, headers, &out)
-                                  : ReadOpenAi(api, *root, &out);
-  if (!status.ok()) return status;
-  SetBlocksAfter(out.snapshot);
+  CACHEWATCH_RETURN_IF_ERROR(api == ProxyApi::kAnthropicMessages
+                                 ? ReadAnthropic(root, headers, &out)
+                                 : ReadOpenAi(api, root, &out));
+  client::SetBlocksAfter(out.snapshot, out.snapshot.message_chain_size());
   Reader(&out).SetPrefixIdentity();
   return out;
 }

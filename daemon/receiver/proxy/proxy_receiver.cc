@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "daemon/util/status_macros.h"
+
 namespace cachewatch {
 namespace {
 
@@ -30,15 +32,14 @@ ProxyReceiver::~ProxyReceiver() {
 absl::StatusOr<std::unique_ptr<ProxyReceiver>> ProxyReceiver::Start(
     const ProxyOptions& options, IngestPipeline* pipeline,
     prometheus::Registry& registry) {
-  absl::StatusOr<ProxyRoutes> routes = ProxyRoutes::Make(options.upstreams);
-  if (!routes.ok()) return routes.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(ProxyRoutes routes,
+                              ProxyRoutes::Make(options.upstreams));
   std::unique_ptr<ProxyReceiver> receiver(
       new ProxyReceiver(options, pipeline, registry));
-  absl::StatusOr<std::unique_ptr<ProxyServer>> server =
-      ProxyServer::Start(options, *std::move(routes), &receiver->observer_,
-                         &receiver->queue_, &receiver->metrics_);
-  if (!server.ok()) return server.status();
-  receiver->server_ = *std::move(server);
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      receiver->server_,
+      ProxyServer::Start(options, std::move(routes), &receiver->observer_,
+                         &receiver->queue_, &receiver->metrics_));
   return receiver;
 }
 

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
+#include "daemon/util/status_macros.h"
+
 namespace cachewatch {
 namespace {
 
@@ -115,14 +117,14 @@ absl::StatusOr<ProxyRoutes> ProxyRoutes::Make(
     const std::vector<std::string>& flags) {
   std::vector<ProxyUpstream> given;
   for (const std::string& flag : flags) {
-    absl::StatusOr<ProxyUpstream> upstream = ParseProxyUpstream(flag);
-    if (!upstream.ok()) return upstream.status();
+    CACHEWATCH_ASSIGN_OR_RETURN(ProxyUpstream upstream,
+                                ParseProxyUpstream(flag));
     for (const ProxyUpstream& other : given) {
-      if (other.route == upstream->route) {
+      if (other.route == upstream.route) {
         return Invalid(flag, "route " + other.route + " given twice");
       }
     }
-    given.push_back(*std::move(upstream));
+    given.push_back(std::move(upstream));
   }
   for (const char* fallback : {"anthropic=https://api.anthropic.com",
                                "openai=https://api.openai.com"}) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch {
 namespace {
@@ -590,8 +591,7 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(
     ObservationQueue* queue, ProxyMetrics* metrics) {
   auto impl = std::make_unique<Impl>(options, std::move(routes), observer,
                                      queue, metrics);
-  absl::Status started = impl->Start();
-  if (!started.ok()) return started;
+  CACHEWATCH_RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<ProxyServer>(new ProxyServer(std::move(impl)));
 }
 

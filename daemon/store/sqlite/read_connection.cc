@@ -491,10 +491,10 @@ absl::StatusOr<std::shared_ptr<const v1::Snapshot>> ReadConnection::SnapshotOf(
         row.Text(kSystemSections), snapshot->mutable_system_sections()));
   }
   if (!row.IsNull(kToolListHash)) {
-    absl::StatusOr<const google::protobuf::RepeatedPtrField<v1::ToolRef>*>
-        list = tools.Get(std::string(row.Text(kToolListHash)));
-    if (!list.ok()) return list.status();
-    *snapshot->mutable_tools() = **list;
+    CACHEWATCH_ASSIGN_OR_RETURN(
+        const google::protobuf::RepeatedPtrField<v1::ToolRef>* list,
+        tools.Get(std::string(row.Text(kToolListHash))));
+    *snapshot->mutable_tools() = *list;
   }
   if (!row.IsNull(kCacheEnabled)) {
     v1::CacheControl* control = snapshot->mutable_cache_control();
@@ -700,20 +700,17 @@ absl::StatusOr<std::optional<RestoredLane>> ReadConnection::LoadLane(
   bool inherit_snapshot = false;
   // Newest first; the baseline is the newest by (request time, request id).
   while (true) {
-    absl::StatusOr<bool> row = s.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+    CACHEWATCH_ASSIGN_OR_RETURN(const bool row, s.Step());
+    if (!row) break;
     any = true;
     const bool classified =
         !s.IsNull(kLaneVerdict) && s.Text(kLaneVerdict) != "pending";
     if (!classified) {
       if (state.waiting.size() >= lookup.waiting) continue;
-      absl::StatusOr<std::shared_ptr<const v1::Snapshot>> snapshot =
-          SnapshotOf(s, tools);
-      if (!snapshot.ok()) return snapshot.status();
-      absl::StatusOr<Turn> turn = TurnOf(s, *std::move(snapshot));
-      if (!turn.ok()) return turn.status();
-      state.waiting.push_back({*std::move(turn), s.Int(kLaneReceivedAtUs)});
+      CACHEWATCH_ASSIGN_OR_RETURN(std::shared_ptr<const v1::Snapshot> snapshot,
+                                  SnapshotOf(s, tools));
+      CACHEWATCH_ASSIGN_OR_RETURN(Turn turn, TurnOf(s, std::move(snapshot)));
+      state.waiting.push_back({std::move(turn), s.Int(kLaneReceivedAtUs)});
       continue;
     }
     // Older turns are neither remembered nor waiting (a turn waits only
@@ -726,20 +723,20 @@ absl::StatusOr<std::optional<RestoredLane>> ReadConnection::LoadLane(
     }
     AnsweredTurn& answered = state.answered.emplace_back();
     answered.request_id = std::string(s.Text(kRequestId));
-    absl::StatusOr<v1::Verdict> verdict =
-        EnumColumn<v1::Verdict>(s, kLaneVerdict, "verdict");
-    if (!verdict.ok()) return verdict.status();
+    CACHEWATCH_ASSIGN_OR_RETURN(
+        const v1::Verdict verdict,
+        EnumColumn<v1::Verdict>(s, kLaneVerdict, "verdict"));
     v1::TurnClassification& classification = answered.classification;
-    classification.set_verdict(*verdict);
+    classification.set_verdict(verdict);
     classification.set_expected_reuse_tokens(s.Int(kLaneExpectedReuseTokens));
     classification.set_missed_tokens(s.Int(kLaneMissedTokens));
-    if (*verdict == v1::VERDICT_EXPECTED_DROP) {
-      absl::StatusOr<v1::ExpectedDrop> hint =
-          EnumColumn<v1::ExpectedDrop>(s, kExpectedDrop, "expected_drop");
-      if (!hint.ok()) return hint.status();
-      classification.set_expected_drop(*hint);
+    if (verdict == v1::VERDICT_EXPECTED_DROP) {
+      CACHEWATCH_ASSIGN_OR_RETURN(
+          const v1::ExpectedDrop hint,
+          EnumColumn<v1::ExpectedDrop>(s, kExpectedDrop, "expected_drop"));
+      classification.set_expected_drop(hint);
     }
-    if (*verdict == v1::VERDICT_BREAK && !s.IsNull(kLaneBreakEvent)) {
+    if (verdict == v1::VERDICT_BREAK && !s.IsNull(kLaneBreakEvent)) {
       CACHEWATCH_RETURN_IF_ERROR(ParseEvent(
           s.Blob(kLaneBreakEvent), classification.mutable_cache_break()));
     }
@@ -748,24 +745,20 @@ absl::StatusOr<std::optional<RestoredLane>> ReadConnection::LoadLane(
         std::pair(time_us, std::string_view(answered.request_id)) >
             std::pair(state.last_turn->request_time_us,
                       std::string_view(state.last_turn->request_id))) {
-      absl::StatusOr<std::shared_ptr<const v1::Snapshot>> snapshot =
-          SnapshotOf(s, tools);
-      if (!snapshot.ok()) return snapshot.status();
-      absl::StatusOr<Turn> turn = TurnOf(s, *std::move(snapshot));
-      if (!turn.ok()) return turn.status();
-      state.last_turn = *std::move(turn);
+      CACHEWATCH_ASSIGN_OR_RETURN(std::shared_ptr<const v1::Snapshot> snapshot,
+                                  SnapshotOf(s, tools));
+      CACHEWATCH_ASSIGN_OR_RETURN(state.last_turn,
+                                  TurnOf(s, std::move(snapshot)));
       inherit_snapshot =
-          state.last_turn->snapshot == nullptr && *verdict != v1::VERDICT_BREAK;
+          state.last_turn->snapshot == nullptr && verdict != v1::VERDICT_BREAK;
     } else if (inherit_snapshot) {
       // The tracker measures the turn after a snapshot-less turn that was no
       // break against the last snapshot its lane saw: so does the baseline.
       if (s.Int(kSnapshotReceived) != 0) {
-        absl::StatusOr<std::shared_ptr<const v1::Snapshot>> snapshot =
-            SnapshotOf(s, tools);
-        if (!snapshot.ok()) return snapshot.status();
-        state.last_turn->snapshot = *std::move(snapshot);
+        CACHEWATCH_ASSIGN_OR_RETURN(state.last_turn->snapshot,
+                                    SnapshotOf(s, tools));
         inherit_snapshot = false;
-      } else if (*verdict == v1::VERDICT_BREAK) {
+      } else if (verdict == v1::VERDICT_BREAK) {
         inherit_snapshot = false;
       }
     }
@@ -781,9 +774,8 @@ absl::StatusOr<std::optional<RestoredLane>> ReadConnection::LoadLane(
     BindKey(ttl, key);
     ttl.BindInt(":since_us", lookup.since_us);
     ttl.BindInt(":limit", kLaneTtlLookback);
-    absl::StatusOr<bool> row = ttl.Step();
-    if (!row.ok()) return row.status();
-    if (*row) state.observed_ttl_seconds = static_cast<uint32_t>(ttl.Int(0));
+    CACHEWATCH_ASSIGN_OR_RETURN(const bool row, ttl.Step());
+    if (row) state.observed_ttl_seconds = static_cast<uint32_t>(ttl.Int(0));
   }
   CACHEWATCH_RETURN_IF_ERROR(transaction.Commit());
   return lane;

@@ -213,28 +213,16 @@ absl::Status CheckSchemaVersion(Database& db) {
 absl::Status Migrate(Database& db) {
   while (true) {
     Transaction transaction(db);
-    if (absl::Status status = transaction.Begin("BEGIN IMMEDIATE");
-        !status.ok()) {
-      return status;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(transaction.Begin("BEGIN IMMEDIATE"));
     // Re-read under the write lock: another process may have migrated.
     CACHEWATCH_ASSIGN_OR_RETURN(int version, UserVersion(db));
-    if (absl::Status status = CheckVersion(version); !status.ok()) {
-      return status;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(CheckVersion(version));
     if (version == LatestSchemaVersion()) return absl::OkStatus();
-    if (absl::Status status = db.Exec(Migrations()[version]); !status.ok()) {
-      return status;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(db.Exec(Migrations()[version]));
     // PRAGMA takes no bound parameters; the version is our own integer.
-    if (absl::Status status =
-            db.Exec(absl::StrCat("PRAGMA user_version = ", version + 1));
-        !status.ok()) {
-      return status;
-    }
-    if (absl::Status status = transaction.Commit(); !status.ok()) {
-      return status;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(
+        db.Exec(absl::StrCat("PRAGMA user_version = ", version + 1)));
+    CACHEWATCH_RETURN_IF_ERROR(transaction.Commit());
   }
 }
 

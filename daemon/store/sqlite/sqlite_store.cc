@@ -237,7 +237,7 @@ absl::StatusOr<int64_t> SqliteStore::DeleteOlderThan(int64_t cutoff_us) {
       std::lock_guard<std::mutex> lock(writer_mu_);
       deleted = writer_->DeleteOlderBatch(cutoff_us, kRetentionBatchRows);
     }
-    if (!deleted.ok()) return deleted.status();
+    CACHEWATCH_RETURN_IF_ERROR(deleted.status());
     if (*deleted == 0) return total;
     total += *deleted;
     // Let queued writes go first: wait for a batch to finish.

@@ -183,7 +183,7 @@ TEST_F(StoreTest, LaneTimelineReturnsTheMostRecentTurnsOldestFirst) {
   EXPECT_EQ(last.model(), "claude-sonnet-4-5");
   EXPECT_TRUE(last.snapshot_received());
   EXPECT_TRUE(last.usage_received());
-  EXPECT_TRUE(ProtoEquals(Normalized(40000, 2000, 500), last.usage()));
+  EXPECT_TRUE(ProtoEquals(Usage(40000, 2000, 500), last.usage()));
   EXPECT_DOUBLE_EQ(last.hit_ratio(), 40000.0 / 42500.0);
   EXPECT_EQ(last.verdict(), v1::VERDICT_BREAK);
   EXPECT_EQ(last.primary_reason(), v1::REASON_TOOLS_ORDER_CHANGED);
@@ -384,7 +384,7 @@ TEST_F(StoreTest, LoadRecentLanesAfterRestart) {
   EXPECT_TRUE(ProtoEquals(FullSnapshot(main, "r1", kT0 + 10 * kSecond),
                           *turn.snapshot));
   ASSERT_TRUE(turn.usage.has_value());
-  EXPECT_TRUE(ProtoEquals(Normalized(40000, 2000, 500), *turn.usage));
+  EXPECT_TRUE(ProtoEquals(Usage(40000, 2000, 500), *turn.usage));
   ASSERT_TRUE(turn.provider_diagnostics.has_value());
   EXPECT_EQ(turn.provider_diagnostics->cache_miss_reason(), "unavailable");
   EXPECT_EQ(turn.provider_diagnostics->cache_missed_input_tokens(), 12);

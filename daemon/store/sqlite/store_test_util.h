@@ -1,5 +1,6 @@
 // Test helpers for the store: a fixture with a fresh directory per test,
-// direct SQL on the database file, and records with every field set.
+// direct SQL on the database file, and records with every field set, over
+// the core's test turns (daemon/core/test_turns.h: kT0, Tool, Usage).
 // For tests only.
 #ifndef CACHEWATCH_DAEMON_STORE_SQLITE_STORE_TEST_UTIL_H_
 #define CACHEWATCH_DAEMON_STORE_SQLITE_STORE_TEST_UTIL_H_
@@ -17,13 +18,11 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/core/test_turns.h"
 #include "daemon/store/sqlite/sqlite_store.h"
 #include "daemon/util/temp_dir.h"
 
 namespace cachewatch::testing {
-
-inline constexpr int64_t kSecond = 1'000'000;
-inline constexpr int64_t kT0 = 1'790'000'000 * kSecond;  // A fixed instant.
 
 inline google::protobuf::Timestamp Time(int64_t us) {
   return google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(us);
@@ -45,13 +44,6 @@ inline ::testing::AssertionResult ProtoEquals(
 inline LaneKey Key(std::string session = "s1", std::string lane = "main",
                    std::string agent = "agent") {
   return {std::move(agent), std::move(session), std::move(lane)};
-}
-
-inline v1::ToolRef Tool(std::string name, uint64_t schema_hash) {
-  v1::ToolRef tool;
-  tool.set_name(std::move(name));
-  tool.set_schema_hash(schema_hash);
-  return tool;
 }
 
 // A snapshot with every field set; the tools are Read, Write, Bash.
@@ -92,16 +84,6 @@ inline v1::Snapshot FullSnapshot(const LaneKey& key,
   }
   snapshot.set_tool_order_policy(v1::TOOL_ORDER_POLICY_LEXICOGRAPHIC);
   return snapshot;
-}
-
-inline v1::NormalizedUsage Normalized(int64_t read, int64_t write,
-                                      int64_t uncached) {
-  v1::NormalizedUsage usage;
-  usage.set_cache_read_tokens(read);
-  usage.set_cache_write_tokens(write);
-  usage.set_uncached_input_tokens(uncached);
-  usage.set_output_tokens(100);
-  return usage;
 }
 
 inline UsageWrite MakeUsage(const LaneKey& key, const std::string& request_id,
@@ -197,8 +179,8 @@ inline std::vector<StoreWrite> TurnUnit(const LaneKey& key,
   unit.push_back(
       SnapshotWrite{key, std::make_shared<const v1::Snapshot>(
                              FullSnapshot(key, request_id, time_us))});
-  unit.push_back(MakeUsage(key, request_id, time_us + kSecond,
-                           Normalized(40000, 2000, 500)));
+  unit.push_back(
+      MakeUsage(key, request_id, time_us + kSecond, Usage(40000, 2000, 500)));
   unit.push_back(std::move(classification));
   return unit;
 }

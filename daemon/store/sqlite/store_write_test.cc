@@ -91,7 +91,7 @@ TEST_F(StoreTest, ExplainBreakLeavesMissingSnapshotsAbsent) {
   // A usage and a break, but no snapshot for either turn.
   const v1::PromptCacheBreak event = FullBreak(key, "r0", "r1", kT0);
   std::vector<StoreWrite> unit;
-  unit.push_back(MakeUsage(key, "r1", kT0, Normalized(0, 0, 50000)));
+  unit.push_back(MakeUsage(key, "r1", kT0, Usage(0, 0, 50000)));
   unit.push_back(BreakWrite(event));
   ASSERT_TRUE(store->Write(std::move(unit)).ok());
 
@@ -120,10 +120,9 @@ TEST_F(StoreTest, RetriesDoNotDuplicateOrOverwriteRows) {
                   ->Write({SnapshotWrite{
                       key, std::make_shared<const v1::Snapshot>(changed)}})
                   .ok());
-  ASSERT_TRUE(store
-                  ->Write({MakeUsage(key, "r1", kT0 + 61 * kSecond,
-                                     Normalized(1, 1, 1))})
-                  .ok());
+  ASSERT_TRUE(
+      store->Write({MakeUsage(key, "r1", kT0 + 61 * kSecond, Usage(1, 1, 1))})
+          .ok());
 
   EXPECT_EQ(CountRows("turns"), 2);
   EXPECT_EQ(CountRows("prompt_cache_breaks"), 1);
@@ -138,10 +137,9 @@ TEST_F(StoreTest, RetriesDoNotDuplicateOrOverwriteRows) {
 TEST_F(StoreTest, UsageBeforeSnapshotKeepsTheSnapshotsRequestTime) {
   std::unique_ptr<SqliteStore> store = OpenStore();
   const LaneKey key = Key();
-  ASSERT_TRUE(store
-                  ->Write({MakeUsage(key, "r0", kT0 + 5 * kSecond,
-                                     Normalized(1, 2, 3))})
-                  .ok());
+  ASSERT_TRUE(
+      store->Write({MakeUsage(key, "r0", kT0 + 5 * kSecond, Usage(1, 2, 3))})
+          .ok());
   EXPECT_EQ(QueryInt("SELECT request_time_us FROM turns"), kT0 + 5 * kSecond);
   ASSERT_TRUE(
       store

@@ -379,12 +379,10 @@ absl::Status WriteConnection::ProbeWritable(const std::string& path,
   int64_t pragma[3];  // page_count, max_page_count, freelist_count
   const char* names[] = {"page_count", "max_page_count", "freelist_count"};
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<Statement> query =
-        db_.Prepare(absl::StrCat("PRAGMA ", names[i]));
-    if (!query.ok()) return query.status();
-    absl::StatusOr<bool> row = query->Step();
-    if (!row.ok()) return row.status();
-    pragma[i] = *row ? query->Int(0) : 0;
+    CACHEWATCH_ASSIGN_OR_RETURN(Statement query,
+                                db_.Prepare(absl::StrCat("PRAGMA ", names[i])));
+    CACHEWATCH_ASSIGN_OR_RETURN(const bool row, query.Step());
+    pragma[i] = row ? query.Int(0) : 0;
   }
   constexpr int64_t kPageBytes = 4096;
   const int64_t room_bytes = (pragma[1] - pragma[0] + pragma[2]) * kPageBytes;
@@ -402,14 +400,13 @@ absl::Status WriteConnection::ProbeWritable(const std::string& path,
         absl::StrCat("file system of ", path, " is full"));
   }
   // A real write, rolled back: fails on a read-only database or file.
-  absl::StatusOr<Statement> version = db_.Prepare("PRAGMA user_version");
-  if (!version.ok()) return version.status();
-  absl::StatusOr<bool> row = version->Step();
-  if (!row.ok()) return row.status();
-  const int64_t user_version = *row ? version->Int(0) : 0;
-  absl::Status status = db_.Exec("BEGIN IMMEDIATE");
-  if (!status.ok()) return status;
-  status = db_.Exec(absl::StrCat("PRAGMA user_version = ", user_version));
+  CACHEWATCH_ASSIGN_OR_RETURN(Statement version,
+                              db_.Prepare("PRAGMA user_version"));
+  CACHEWATCH_ASSIGN_OR_RETURN(const bool row, version.Step());
+  const int64_t user_version = row ? version.Int(0) : 0;
+  CACHEWATCH_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE"));
+  const absl::Status status =
+      db_.Exec(absl::StrCat("PRAGMA user_version = ", user_version));
   const absl::Status rolled_back = db_.Exec("ROLLBACK");
   return status.ok() ? rolled_back : status;
 }
