@@ -1,0 +1,639 @@
+// PostgresStore: group commit, the write pipeline, retention and the prober.
+// The queries are in postgres_queries.cc.
+#include "daemon/store/postgres/postgres_store.h"
+
+#include <google/protobuf/util/time_util.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <utility>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "daemon/core/classifier.h"
+#include "daemon/core/provider_traits.h"
+#include "daemon/core/usage_normalizer.h"
+#include "daemon/store/columns.h"
+#include "daemon/store/postgres/pg_schema.h"
+#include "daemon/store/postgres/pg_write_statements.h"
+#include "daemon/store/status_macros.h"
+
+namespace cachewatch {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+// Rows one retention transaction deletes at most.
+constexpr int kRetentionBatchRows = 1000;
+// Partitions created ahead of today.
+constexpr int kDaysAhead = 2;
+// A turn's records are matched within this distance of their own time (a
+// usage arrives seconds to minutes after its snapshot).
+constexpr int64_t kTurnWindowUs = kPgDayUs;
+
+constexpr int64_t kMinTime = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMaxTime = std::numeric_limits<int64_t>::max();
+
+// Session settings of every connection: durable commits (the store acks
+// after COMMIT) and a bound on how long a statement may wait for a lock.
+absl::Status SetUpSession(PgConnection& connection) {
+  return connection.Exec(
+      "SET synchronous_commit = on; SET lock_timeout = '30s'; "
+      "SET TIME ZONE 'UTC'; SET client_min_messages = warning");
+}
+
+int64_t LaneLockKey(const LaneKey& key) {
+  std::string bytes = key.agent;
+  bytes.push_back('\0');
+  bytes += key.session_id;
+  bytes.push_back('\0');
+  bytes += LaneColumn(key);
+  return static_cast<int64_t>(XXH3_64bits(bytes.data(), bytes.size()));
+}
+
+std::string ProviderText(v1::Provider provider) {
+  return provider == v1::PROVIDER_UNSPECIFIED
+             ? std::string()
+             : std::string(ProviderName(provider));
+}
+
+template <typename Enum>
+std::string EnumOrEmpty(Enum value) {
+  return EnumText(value);
+}
+
+void AddTime(PgParams& params, bool present,
+             const google::protobuf::Timestamp& time) {
+  if (present) {
+    params.Int(TimeUtil::TimestampToMicroseconds(time));
+  } else {
+    params.Null();
+  }
+}
+
+// The statements of one commit, built record by record.
+class BatchBuilder {
+ public:
+  explicit BatchBuilder(int64_t now_us) : now_us_(now_us) {
+    steps_.push_back({"cw_begin", {}});
+    steps_.push_back({"cw_lock_lanes", {}});  // Parameters set in Finish().
+  }
+
+  // Learns the turn times the batch itself carries, so that a later record
+  // of the same turn without a time of its own is looked up near them.
+  void NoteTime(const LaneKey& key, const std::string& request_id,
+                int64_t time_us) {
+    turn_times_.try_emplace({LaneLockKey(key), request_id}, time_us);
+  }
+
+  void Add(const SnapshotWrite& write) {
+    const v1::Snapshot& snapshot = *write.snapshot;
+    const std::string list_hash = ToolListHash(snapshot.tools());
+    if (tool_lists_.insert(list_hash).second) {
+      std::vector<std::string> names, hashes;
+      for (const v1::ToolRef& tool : snapshot.tools()) {
+        names.push_back(tool.name());
+        hashes.push_back(Hex64(tool.schema_hash()));
+      }
+      PgParams params;
+      params.Text(list_hash)
+          .Int(snapshot.tools_size())
+          .Text(PgTextArray(names))
+          .Text(PgTextArray(hashes));
+      steps_.push_back({"cw_tool_list", std::move(params)});
+    }
+    const int64_t time_us =
+        snapshot.has_request_time()
+            ? TimeUtil::TimestampToMicroseconds(snapshot.request_time())
+            : now_us_;
+    PgParams params = KeyParams(write.key, snapshot.request_id(), time_us);
+    params.TextOrNull(ProviderText(snapshot.provider()))
+        .TextOrNull(snapshot.model())
+        .Int(time_us)
+        .Text(Hex64(snapshot.system_hash()))
+        .TextOrNull(SectionsJson(snapshot.system_sections()))
+        .Text(list_hash)
+        .Int(snapshot.tools_size());
+    if (snapshot.options_hash() != 0) {
+      params.Text(Hex64(snapshot.options_hash()));
+    } else {
+      params.Null();
+    }
+    if (snapshot.has_cache_control()) {
+      const v1::CacheControl& control = snapshot.cache_control();
+      params.Int(control.enabled() ? 1 : 0)
+          .Int(control.automatic() ? 1 : 0)
+          .Int(control.ttl_seconds())
+          .TextOrNull(BreakpointsJson(control.breakpoints()));
+    } else {
+      params.Null().Null().Null().Null();
+    }
+    params.BytesOrNull(ChainBlob(snapshot.message_chain()))
+        .TextOrNull(EnumOrEmpty(snapshot.expected_drop()))
+        .TextOrNull(EnumOrEmpty(snapshot.tool_order_policy()))
+        .Int(now_us_);
+    steps_.push_back({"cw_snapshot", std::move(params)});
+    Touch(write.key, time_us);
+  }
+
+  void Add(const UsageWrite& write) {
+    const v1::Usage& usage = write.usage;
+    const v1::NormalizedUsage& normalized = write.normalized;
+    const int64_t time_us =
+        usage.has_response_time()
+            ? TimeUtil::TimestampToMicroseconds(usage.response_time())
+            : now_us_;
+    PgParams params = KeyParams(write.key, usage.request_id(), time_us);
+    params.TextOrNull(ProviderText(usage.provider())).TextOrNull(usage.model());
+    AddTime(params, usage.has_response_time(), usage.response_time());
+    params.Int(time_us)
+        .Int(normalized.uncached_input_tokens())
+        .Int(normalized.cache_read_tokens())
+        .Int(normalized.cache_write_tokens())
+        .Int(normalized.cache_write_5m_tokens())
+        .Int(normalized.cache_write_1h_tokens())
+        .Int(normalized.output_tokens())
+        .Int(PromptTotalTokens(normalized))
+        .TextOrNull(usage.raw_usage_json());
+    if (usage.has_provider_diagnostics()) {
+      params.Text(usage.provider_diagnostics().cache_miss_reason())
+          .Int(usage.provider_diagnostics().cache_missed_input_tokens());
+    } else {
+      params.Null().Null();
+    }
+    params.Int(now_us_);
+    steps_.push_back({"cw_usage", std::move(params)});
+    Touch(write.key, time_us);
+  }
+
+  void Add(const ClassificationWrite& write) {
+    const v1::TurnClassification& classification = write.classification;
+    const bool is_break = classification.verdict() == v1::VERDICT_BREAK;
+    const v1::PromptCacheBreak& event = classification.cache_break();
+    std::optional<int64_t> time_us;
+    if (is_break && event.has_request_time()) {
+      time_us = TimeUtil::TimestampToMicroseconds(event.request_time());
+    }
+    if (is_break) AddBreak(write.key, event, time_us.value_or(now_us_));
+
+    PgParams params;
+    if (time_us.has_value()) {
+      params = KeyParams(write.key, write.request_id, *time_us);
+    } else {
+      // No time of its own: near the turn's other records in this batch,
+      // else anywhere.
+      auto known = turn_times_.find({LaneLockKey(write.key), write.request_id});
+      params = known != turn_times_.end()
+                   ? KeyParams(write.key, write.request_id, known->second)
+                   : KeyParams(write.key, write.request_id, kMinTime, kMaxTime);
+    }
+    params.Int(time_us.value_or(now_us_))
+        .TextOrNull(EnumOrEmpty(classification.expected_drop()))
+        .TextOrNull(EnumOrEmpty(classification.verdict()));
+    if (is_break) {
+      params.Text(ReasonName(event.primary_reason())).Text(event.break_id());
+    } else {
+      params.Null().Null();
+    }
+    params.Int(classification.expected_reuse_tokens())
+        .Int(classification.missed_tokens())
+        .Int(now_us_);
+    steps_.push_back({"cw_classification", std::move(params)});
+    Touch(write.key, time_us.value_or(now_us_));
+  }
+
+  // The steps, ending in COMMIT; days: the partitions they may write.
+  std::vector<PgPipelineStep> Finish() {
+    std::vector<std::string> keys;
+    for (int64_t lane : lanes_) keys.push_back(absl::StrCat(lane));
+    // The array literal of integers needs no quoting, but PgTextArray's
+    // quotes are valid for bigint[] too.
+    steps_[1].params.Text(PgTextArray(keys));
+    steps_.push_back({"cw_commit", {}});
+    return std::move(steps_);
+  }
+
+  std::vector<int64_t> days() const {
+    return std::vector<int64_t>(days_.begin(), days_.end());
+  }
+
+ private:
+  PgParams KeyParams(const LaneKey& key, const std::string& request_id,
+                     int64_t time_us) {
+    return KeyParams(key, request_id, time_us - kTurnWindowUs,
+                     time_us + kTurnWindowUs);
+  }
+
+  static PgParams KeyParams(const LaneKey& key, const std::string& request_id,
+                            int64_t from_us, int64_t until_us) {
+    PgParams params;
+    params.Text(key.agent)
+        .Text(key.session_id)
+        .Text(LaneColumn(key))
+        .Text(request_id)
+        .Int(from_us)
+        .Int(until_us);
+    return params;
+  }
+
+  void Touch(const LaneKey& key, int64_t time_us) {
+    lanes_.insert(LaneLockKey(key));
+    days_.insert(PgDayOf(time_us));
+  }
+
+  void AddBreak(const LaneKey& key, const v1::PromptCacheBreak& event,
+                int64_t time_us) {
+    PgParams params;
+    params.Text(event.break_id())
+        .Text(key.agent)
+        .Text(key.session_id)
+        .Text(LaneColumn(key))
+        .TextOrNull(ProviderText(event.provider()))
+        .Text(event.previous_request_id())
+        .Text(event.request_id())
+        .TextOrNull(event.previous_model())
+        .TextOrNull(event.model())
+        .Text(ReasonName(event.primary_reason()))
+        .Text(ReasonsJson(event.reasons()))
+        .TextOrNull(EnumOrEmpty(event.evidence()))
+        .Int(event.previous_cache_read_tokens())
+        .Int(event.current_cache_read_tokens())
+        .Int(event.expected_reuse_tokens())
+        .Int(event.missed_tokens())
+        .Int(event.prompt_total_tokens())
+        .Int(event.cache_write_tokens())
+        .Text(NamesJson(event.changed_tool_names()))
+        .Text(NamesJson(event.added_tool_names()))
+        .Text(NamesJson(event.removed_tool_names()))
+        .Text(NamesJson(event.reordered_tool_names()))
+        .Text(NamesJson(event.schema_changed_tool_names()))
+        .Text(NamesJson(event.changed_system_sections()))
+        .Int(event.first_changed_tool_index())
+        .Int(event.first_changed_message_block())
+        .Int(event.blocks_since_last_write())
+        .Double(event.gap_seconds())
+        .Int(event.ttl_seconds())
+        .TextOrNull(EnumOrEmpty(event.ttl_source()));
+    if (event.has_estimated_cost()) {
+      params.Double(event.estimated_extra_cost_usd());
+    } else {
+      params.Null();
+    }
+    AddTime(params, event.has_previous_request_time(),
+            event.previous_request_time());
+    params.Int(time_us).TextOrNull(event.provider_miss_reason());
+    if (event.provider_miss_reason().empty()) {
+      params.Null();
+    } else {
+      params.Int(event.provider_missed_tokens());
+    }
+    params.TextOrNull(EnumOrEmpty(event.provider_agreement()))
+        .Bytes(event.SerializeAsString());
+    steps_.push_back({"cw_break", std::move(params)});
+    days_.insert(PgDayOf(time_us));
+  }
+
+  const int64_t now_us_;
+  std::vector<PgPipelineStep> steps_;
+  std::set<std::string> tool_lists_;
+  std::set<int64_t> lanes_;
+  std::set<int64_t> days_;
+  std::map<std::pair<int64_t, std::string>, int64_t> turn_times_;
+};
+
+absl::Status PrepareWriteStatements(PgConnection& connection) {
+  const std::pair<const char*, const char*> statements[] = {
+      {"cw_begin", "BEGIN"},
+      {"cw_commit", "COMMIT"},
+      {"cw_lock_lanes", kPgLockLanes},
+      {"cw_tool_list", kPgInsertToolList},
+      {"cw_snapshot", kPgUpsertSnapshot},
+      {"cw_usage", kPgUpsertUsage},
+      {"cw_classification", kPgUpsertClassification},
+      {"cw_break", kPgInsertBreak},
+  };
+  for (const auto& [name, sql] : statements) {
+    CACHEWATCH_RETURN_IF_ERROR(connection.Prepare(name, sql));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool IsPostgresUrl(std::string_view store) {
+  return store.starts_with("postgres://") || store.starts_with("postgresql://");
+}
+
+struct PostgresStore::PendingWrite {
+  std::vector<StoreWrite> writes;
+  std::chrono::steady_clock::time_point enqueued;
+  absl::Status status;
+  bool done = false;
+};
+
+absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
+    const PostgresStoreOptions& options) {
+  auto writer =
+      std::make_unique<PgPool>(options.url, 1, options.timeout, SetUpSession);
+  {
+    absl::StatusOr<PgPool::Lease> connection = writer->Acquire();
+    if (!connection.ok()) return connection.status();
+    CACHEWATCH_RETURN_IF_ERROR(PgMigrate(**connection));
+  }
+  auto readers = std::make_unique<PgPool>(
+      options.url, options.query_connections, options.timeout, SetUpSession);
+  std::unique_ptr<PostgresStore> store(
+      new PostgresStore(options, std::move(writer), std::move(readers)));
+  {
+    absl::StatusOr<PgPool::Lease> connection = store->writer_->Acquire();
+    if (!connection.ok()) return connection.status();
+    const int64_t today = PgDayOf(absl::ToUnixMicros(absl::Now()));
+    std::vector<int64_t> days;
+    for (int64_t day = today - 1; day <= today + kDaysAhead; ++day) {
+      days.push_back(day);
+    }
+    CACHEWATCH_RETURN_IF_ERROR(store->EnsurePartitions(**connection, days));
+  }
+  store->prober_ = std::thread([s = store.get()] { s->ProbeLoop(); });
+  return store;
+}
+
+PostgresStore::PostgresStore(const PostgresStoreOptions& options,
+                             std::unique_ptr<PgPool> writer,
+                             std::unique_ptr<PgPool> readers)
+    : options_(options),
+      writer_(std::move(writer)),
+      readers_(std::move(readers)) {}
+
+PostgresStore::~PostgresStore() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    closing_ = true;
+    queue_changed_.notify_all();
+  }
+  if (prober_.joinable()) prober_.join();
+}
+
+void PostgresStore::ProbeLoop() {
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  while (!closing_) {
+    queue_changed_.wait_for(lock, options_.probe_interval,
+                            [this] { return closing_; });
+    if (closing_) break;
+    lock.unlock();
+    absl::Status status;
+    {
+      absl::StatusOr<PgPool::Lease> connection = readers_->Acquire();
+      status = connection.ok() ? (*connection)->Exec("SELECT 1")
+                               : connection.status();
+    }
+    lock.lock();
+    const bool was_reachable = reachable_;
+    reachable_ = status.ok();
+    probe_error_ = status.ok() ? std::string() : status.ToString();
+    // The server is back: a commit that failed for want of it no longer
+    // speaks for the store's health; the next Write() will tell.
+    if (reachable_ && !was_reachable) stats_.last_commit_failed = false;
+  }
+}
+
+absl::Status PostgresStore::Write(std::vector<StoreWrite> writes) {
+  if (writes.empty()) return absl::OkStatus();
+  const size_t records = writes.size();
+  PendingWrite pending;
+  pending.writes = std::move(writes);
+  std::vector<PendingWrite*> batch;
+  {
+    std::unique_lock<std::mutex> lock(queue_mu_);
+    if (closing_) return absl::UnavailableError("store is closing");
+    if (queued_records_ + records > options_.max_queued_records) {
+      stats_.rejected_records += static_cast<int64_t>(records);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "store queue full: ", queued_records_, " records waiting, limit ",
+          options_.max_queued_records));
+    }
+    pending.enqueued = std::chrono::steady_clock::now();
+    queue_.push_back(&pending);
+    queued_records_ += records;
+    queue_changed_.notify_all();
+    queue_changed_.wait(lock, [this, &pending] {
+      return pending.done || (!committing_ && queue_.front() == &pending);
+    });
+    if (pending.done) return pending.status;
+    batch = TakeBatch(lock);
+  }
+  CommitBatch(batch);
+  return pending.status;
+}
+
+bool PostgresStore::BatchFull() const {
+  return closing_ || queued_records_ >= std::min(options_.max_batch_records,
+                                                 options_.max_queued_records);
+}
+
+std::vector<PostgresStore::PendingWrite*> PostgresStore::TakeBatch(
+    std::unique_lock<std::mutex>& lock) {
+  committing_ = true;
+  if (options_.max_batch_delay.count() > 0) {
+    queue_changed_.wait_until(
+        lock, queue_.front()->enqueued + options_.max_batch_delay,
+        [this] { return BatchFull(); });
+  }
+  std::vector<PendingWrite*> batch;
+  size_t records = 0;
+  while (!queue_.empty()) {
+    const size_t next = queue_.front()->writes.size();
+    if (!batch.empty() && records + next > options_.max_batch_records) break;
+    batch.push_back(queue_.front());
+    queue_.pop_front();
+    records += next;
+  }
+  queued_records_ -= records;
+  return batch;
+}
+
+absl::Status PostgresStore::EnsurePartitions(PgConnection& connection,
+                                             const std::vector<int64_t>& days) {
+  std::vector<int64_t> missing;
+  {
+    std::lock_guard<std::mutex> lock(partitions_mu_);
+    for (int64_t day : days) {
+      if (!known_days_.contains(day)) missing.push_back(day);
+    }
+  }
+  if (missing.empty()) return absl::OkStatus();
+  CACHEWATCH_RETURN_IF_ERROR(PgCreatePartitions(connection, missing));
+  std::lock_guard<std::mutex> lock(partitions_mu_);
+  known_days_.insert(missing.begin(), missing.end());
+  return absl::OkStatus();
+}
+
+absl::Status PostgresStore::CommitUnits(
+    const std::vector<const std::vector<StoreWrite>*>& units, int64_t now_us) {
+  BatchBuilder builder(now_us);
+  for (const std::vector<StoreWrite>* unit : units) {
+    for (const StoreWrite& write : *unit) {
+      if (const auto* snapshot = std::get_if<SnapshotWrite>(&write)) {
+        if (snapshot->snapshot->has_request_time()) {
+          builder.NoteTime(snapshot->key, snapshot->snapshot->request_id(),
+                           TimeUtil::TimestampToMicroseconds(
+                               snapshot->snapshot->request_time()));
+        }
+      } else if (const auto* usage = std::get_if<UsageWrite>(&write)) {
+        if (usage->usage.has_response_time()) {
+          builder.NoteTime(
+              usage->key, usage->usage.request_id(),
+              TimeUtil::TimestampToMicroseconds(usage->usage.response_time()));
+        }
+      }
+    }
+  }
+  for (const std::vector<StoreWrite>* unit : units) {
+    for (const StoreWrite& write : *unit) {
+      std::visit([&](const auto& record) { builder.Add(record); }, write);
+    }
+  }
+  const std::vector<int64_t> days = builder.days();
+  const std::vector<PgPipelineStep> steps = builder.Finish();
+
+  absl::StatusOr<PgPool::Lease> connection = writer_->Acquire();
+  if (!connection.ok()) return connection.status();
+  CACHEWATCH_RETURN_IF_ERROR(PrepareWriteStatements(**connection));
+  CACHEWATCH_RETURN_IF_ERROR(EnsurePartitions(**connection, days));
+  absl::StatusOr<std::vector<PgResult>> results =
+      (*connection)->RunPipeline(steps);
+  if (!results.ok()) {
+    // The pipeline's implicit transaction was rolled back by the error; a
+    // BEGIN that succeeded left the session in a failed transaction.
+    if ((*connection)->ok()) (*connection)->Exec("ROLLBACK").IgnoreError();
+    return results.status();
+  }
+  return absl::OkStatus();
+}
+
+void PostgresStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
+  std::vector<const std::vector<StoreWrite>*> units;
+  units.reserve(batch.size());
+  int64_t records = 0;
+  for (const PendingWrite* pending : batch) {
+    units.push_back(&pending->writes);
+    records += static_cast<int64_t>(pending->writes.size());
+  }
+  if (options_.before_commit) {
+    options_.before_commit(static_cast<size_t>(records));
+  }
+  const absl::Time start = absl::Now();
+  absl::Status status = CommitUnits(units, absl::ToUnixMicros(start));
+  if (SqlState(status) == "23514") {
+    // No partition for a row: another daemon's retention dropped one this
+    // store believed in. Forget what it believes and try once more.
+    {
+      std::lock_guard<std::mutex> lock(partitions_mu_);
+      known_days_.clear();
+    }
+    status = CommitUnits(units, absl::ToUnixMicros(start));
+  }
+  const absl::Duration duration = absl::Now() - start;
+
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  if (status.ok()) {
+    ++stats_.commits;
+    stats_.committed_records += records;
+  } else {
+    ++stats_.failed_commits;
+    stats_.last_error = status.ToString();
+  }
+  stats_.last_commit_failed = !status.ok();
+  stats_.last_commit_duration =
+      std::chrono::microseconds(absl::ToInt64Microseconds(duration));
+  ++finished_batches_;
+  for (PendingWrite* pending : batch) {
+    pending->status = status;
+    pending->done = true;
+  }
+  committing_ = false;
+  queue_changed_.notify_all();
+}
+
+absl::StatusOr<int64_t> PostgresStore::DeleteOlderThan(int64_t cutoff_us) {
+  int64_t total = 0;
+  absl::StatusOr<PgPool::Lease> connection = readers_->Acquire();
+  if (!connection.ok()) return connection.status();
+  PgConnection& c = **connection;
+  const int64_t today = PgDayOf(absl::ToUnixMicros(absl::Now()));
+  std::vector<int64_t> ahead;
+  for (int64_t day = today; day <= today + kDaysAhead; ++day) {
+    ahead.push_back(day);
+  }
+  CACHEWATCH_RETURN_IF_ERROR(EnsurePartitions(c, ahead));
+
+  absl::StatusOr<std::vector<PgPartition>> partitions = PgListPartitions(c);
+  if (!partitions.ok()) return partitions.status();
+  const int64_t cutoff_day = PgDayOf(cutoff_us);
+  for (const PgPartition& partition : *partitions) {
+    if (partition.day >= cutoff_day) {
+      if (partition.day > cutoff_day) continue;
+      // The partition holding the cutoff: its older rows, a batch at a time.
+      while (true) {
+        absl::StatusOr<PgResult> deleted = c.Query(
+            absl::StrCat("DELETE FROM ", partition.name,
+                         " WHERE ctid IN (SELECT ctid FROM ", partition.name,
+                         " WHERE request_time_us < $1 LIMIT $2)"),
+            PgParams().Int(cutoff_us).Int(kRetentionBatchRows));
+        if (!deleted.ok()) return deleted.status();
+        total += deleted->affected();
+        if (deleted->affected() < kRetentionBatchRows) break;
+      }
+      continue;
+    }
+    // Wholly older than the cutoff: counted, then dropped.
+    absl::StatusOr<PgResult> count =
+        c.Query(absl::StrCat("SELECT count(*) FROM ", partition.name));
+    if (!count.ok()) return count.status();
+    CACHEWATCH_RETURN_IF_ERROR(
+        c.Exec(absl::StrCat("DROP TABLE IF EXISTS ", partition.name)));
+    total += count->row(0).Int(0);
+    std::lock_guard<std::mutex> lock(partitions_mu_);
+    known_days_.erase(partition.day);
+  }
+  while (true) {
+    absl::StatusOr<PgResult> deleted =
+        c.Query(R"sql(
+DELETE FROM tool_lists WHERE list_hash IN (
+  SELECT list_hash FROM tool_lists AS l
+  WHERE NOT EXISTS (SELECT 1 FROM turns WHERE tool_list_hash = l.list_hash)
+  LIMIT $1))sql",
+                PgParams().Int(kRetentionBatchRows));
+    if (!deleted.ok()) {
+      // A writer's new turn took a list as it was deleted: the next round
+      // sees the list referenced.
+      if (SqlState(deleted.status()) == "23503") break;
+      return deleted.status();
+    }
+    total += deleted->affected();
+    if (deleted->affected() < kRetentionBatchRows) break;
+  }
+  return total;
+}
+
+size_t PostgresStore::queued_records() const {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  return queued_records_;
+}
+
+StoreStats PostgresStore::stats() const {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  StoreStats stats = stats_;
+  stats.queued_records = queued_records_;
+  if (!reachable_) {
+    stats.last_commit_failed = true;
+    stats.last_error = probe_error_;
+  }
+  return stats;
+}
+
+}  // namespace cachewatch
