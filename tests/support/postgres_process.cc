@@ -1,5 +1,6 @@
 #include "tests/support/postgres_process.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <stdlib.h>
@@ -86,6 +87,7 @@ int PostgresProcess::Run(const std::string& binary,
   command.insert(command.end(), args.begin(), args.end());
   int pipe_fds[2] = {-1, -1};
   if (output != nullptr && pipe(pipe_fds) != 0) return -1;
+  std::fflush(nullptr);  // Else the child would write our buffers too.
   const pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
@@ -94,7 +96,9 @@ int PostgresProcess::Run(const std::string& binary,
       close(pipe_fds[0]);
       close(pipe_fds[1]);
     } else {
-      freopen("/dev/null", "w", stdout);
+      const int null_fd = open("/dev/null", O_WRONLY);
+      dup2(null_fd, STDOUT_FILENO);
+      close(null_fd);
     }
     std::vector<char*> argv;
     for (std::string& arg : command) argv.push_back(arg.data());
@@ -150,7 +154,7 @@ std::unique_ptr<PostgresProcess> PostgresProcess::Start() {
 
 PostgresProcess::~PostgresProcess() {
   if (running_) Stop("immediate");
-  if (!dir_.empty()) {
+  if (!dir_.empty() && std::getenv("CACHEWATCH_KEEP_TMP") == nullptr) {
     std::error_code error;
     std::filesystem::remove_all(dir_, error);
   }
@@ -190,11 +194,14 @@ bool PostgresProcess::Stop(const std::string& mode) {
 }
 
 bool PostgresProcess::Restart() {
-  const std::string options =
+  std::string options =
       "-p " + std::to_string(port_) +
       " -c listen_addresses=127.0.0.1 -c unix_socket_directories=" + dir_ +
       " -c fsync=off -c full_page_writes=off -c max_connections=200"
       " -c shared_buffers=32MB";
+  if (const char* extra = std::getenv("CACHEWATCH_PG_OPTIONS")) {
+    options += std::string(" ") + extra;  // E.g. logging, for debugging.
+  }
   if (Run("pg_ctl", {"-D", dir_ + "/data", "-l", dir_ + "/server.log", "-o",
                      options, "-w", "-t", "60", "start"}) != 0) {
     std::ifstream log(dir_ + "/server.log");

@@ -8,6 +8,9 @@
 //
 // Binaries come from $CACHEWATCH_PG_BINDIR, else /usr/lib/postgresql/15/bin;
 // Available() tells whether they are there (tests GTEST_SKIP otherwise).
+// For debugging: $CACHEWATCH_PG_OPTIONS adds server options ("-c
+// log_min_duration_statement=0"); with $CACHEWATCH_KEEP_TMP set, the
+// directory (data and server.log) is kept.
 //
 // Not thread-safe; one test thread drives it.
 #ifndef CACHEWATCH_TESTS_SUPPORT_POSTGRES_PROCESS_H_

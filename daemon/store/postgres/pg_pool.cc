@@ -9,7 +9,7 @@ namespace cachewatch {
 namespace {
 
 constexpr std::chrono::milliseconds kFirstBackoff{100};
-constexpr std::chrono::milliseconds kMaxBackoff{5000};
+constexpr std::chrono::milliseconds kMaxBackoff{1000};
 
 }  // namespace
 

@@ -1,7 +1,7 @@
 // PgPool: a fixed number of connections to one PostgreSQL server, handed out
 // one caller at a time. A connection found lost is replaced on the next
 // Acquire(); while the server cannot be reached, connection attempts back
-// off exponentially (100 ms doubling to 5 s) and Acquire() answers
+// off exponentially (100 ms doubling to 1 s) and Acquire() answers
 // Unavailable at once in between, so a down server costs callers nothing.
 //
 // Thread-safe.

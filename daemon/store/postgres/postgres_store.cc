@@ -39,11 +39,14 @@ constexpr int64_t kMinTime = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMaxTime = std::numeric_limits<int64_t>::max();
 
 // Session settings of every connection: durable commits (the store acks
-// after COMMIT) and a bound on how long a statement may wait for a lock.
+// after COMMIT), a bound on how long a statement may wait for a lock, and
+// custom plans (a generic plan made while a partition is still empty and
+// unanalyzed may scan the lane instead of looking its turn up by key).
 absl::Status SetUpSession(PgConnection& connection) {
   return connection.Exec(
       "SET synchronous_commit = on; SET lock_timeout = '30s'; "
-      "SET TIME ZONE 'UTC'; SET client_min_messages = warning");
+      "SET TIME ZONE 'UTC'; SET client_min_messages = warning; "
+      "SET plan_cache_mode = auto");
 }
 
 int64_t LaneLockKey(const LaneKey& key) {
@@ -543,6 +546,8 @@ void PostgresStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
   if (status.ok()) {
     ++stats_.commits;
     stats_.committed_records += records;
+    reachable_ = true;  // A commit is proof enough.
+    probe_error_.clear();
   } else {
     ++stats_.failed_commits;
     stats_.last_error = status.ToString();

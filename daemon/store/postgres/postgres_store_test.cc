@@ -260,6 +260,10 @@ TEST_F(PostgresStoreTest, RestartMidRunLosesNothingAcknowledged) {
   stop = true;
   for (std::thread& writer : writers) writer.join();
   EXPECT_EQ(other_errors.load(), 0);
+  // Healthy again once the prober reconnects too.
+  for (int i = 0; i < 100 && store->stats().last_commit_failed; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
   EXPECT_FALSE(store->stats().last_commit_failed);
 
   std::set<std::string> stored;
