@@ -18,9 +18,15 @@ namespace {
 void Collect(const std::vector<ClassifiedTurn>& classified,
              TraceAnalysis& analysis) {
   for (const ClassifiedTurn& turn : classified) {
-    ++analysis.turns_by_verdict[turn.classification.verdict()];
-    if (turn.classification.verdict() == v1::VERDICT_BREAK) {
+    const v1::Verdict verdict = turn.classification.verdict();
+    ++analysis.turns_by_verdict[verdict];
+    TurnVerdict& out = analysis.turns.emplace_back();
+    out.key = turn.key;
+    out.request_id = turn.turn.request_id;
+    out.verdict = verdict;
+    if (verdict == v1::VERDICT_BREAK) {
       analysis.breaks.push_back(turn.classification.cache_break());
+      out.primary_reason = turn.classification.cache_break().primary_reason();
     }
   }
 }
@@ -28,6 +34,8 @@ void Collect(const std::vector<ClassifiedTurn>& classified,
 struct AnalyzeOptions {
   std::string path;
   bool json = false;
+  bool turns = false;
+  int64_t usage_grace_seconds = TrackerOptions{}.usage_grace_us / 1'000'000;
 };
 
 void PrintSummary(const TraceAnalysis& analysis, size_t unreadable_lines) {
@@ -53,11 +61,21 @@ absl::Status RunAnalyze(const AnalyzeOptions& options) {
     std::cerr << options.path << ":" << error.line << ": "
               << error.status.message() << "\n";
   }
+  TrackerOptions tracker;
+  tracker.usage_grace_us = options.usage_grace_seconds * 1'000'000;
   const TraceAnalysis analysis = AnalyzeTrace(
-      trace->records, [&](const TraceRecord& record, const absl::Status& why) {
+      trace->records,
+      [&](const TraceRecord& record, const absl::Status& why) {
         std::cerr << options.path << ":" << record.line << ": " << why.message()
                   << "\n";
-      });
+      },
+      tracker);
+  if (options.turns) {
+    for (const TurnVerdict& turn : analysis.turns) {
+      std::cout << TurnVerdictJson(turn).dump() << "\n";
+    }
+    return absl::OkStatus();
+  }
   for (const v1::PromptCacheBreak& cache_break : analysis.breaks) {
     if (options.json) {
       std::cout << BreakSummaryJson(cache_break).dump() << "\n";
@@ -74,9 +92,10 @@ absl::Status RunAnalyze(const AnalyzeOptions& options) {
 TraceAnalysis AnalyzeTrace(
     const std::vector<TraceRecord>& records,
     const std::function<void(const TraceRecord&, const absl::Status&)>&
-        on_invalid) {
+        on_invalid,
+    const TrackerOptions& options) {
   TraceAnalysis analysis;
-  LaneTracker tracker(TrackerOptions{}, ClassifierOptions{});
+  LaneTracker tracker(options, ClassifierOptions{});
   const ValidationLimits limits;
   int64_t now_us = std::numeric_limits<int64_t>::min();
   for (const TraceRecord& entry : records) {
@@ -116,6 +135,18 @@ TraceAnalysis AnalyzeTrace(
   return analysis;
 }
 
+nlohmann::json TurnVerdictJson(const TurnVerdict& turn) {
+  nlohmann::json json = {{"agent", turn.key.agent},
+                         {"session_id", turn.key.session_id},
+                         {"lane", turn.key.lane},
+                         {"request_id", turn.request_id},
+                         {"verdict", VerdictName(turn.verdict)}};
+  if (turn.verdict == v1::VERDICT_BREAK) {
+    json["primary_reason"] = ReasonName(turn.primary_reason);
+  }
+  return json;
+}
+
 nlohmann::json BreakSummaryJson(const v1::PromptCacheBreak& b) {
   nlohmann::json reasons = nlohmann::json::array();
   for (int reason : b.reasons()) {
@@ -149,6 +180,15 @@ void AddAnalyzeCommand(CLI::App& app, absl::Status& result) {
       ->required();
   command->add_flag("--json", options->json,
                     "Print one JSON object per break instead of text");
+  command->add_flag("--turns", options->turns,
+                    "Print one JSON object per classified turn (lane, "
+                    "request id, verdict, primary reason of a break)");
+  command
+      ->add_option("--usage-grace-seconds", options->usage_grace_seconds,
+                   "How long a usage that came before its snapshot waits for "
+                   "it, on the trace's clock (the daemon's flag of that name)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   command->callback([options, &result] { result = RunAnalyze(*options); });
 }
 

@@ -7,12 +7,15 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cachewatch/client/snapshot_builder.h"
 #include "cli/format.h"
+#include "daemon/core/classifier.h"
+#include "daemon/core/provider_traits.h"
 #include "nlohmann/json.hpp"
 
 namespace cachewatch::cli {
@@ -231,17 +234,193 @@ std::string GeminiUsage(int64_t prompt, int64_t cached, int64_t output) {
       .dump();
 }
 
+// A prompt as the provider cache sees it: for each block (every tool, the
+// system prompt, every message block) the hash of the whole prefix up to and
+// including it, and the prefix's tokens; and the blocks that carry a
+// breakpoint.
+struct Prompt {
+  std::vector<uint64_t> keys;
+  std::vector<int64_t> tokens;
+  std::vector<int> breakpoints;  // Ascending; explicit caching only.
+};
+
+// What happened to the lane's previous prefix (the block of its last
+// breakpoint), seen just before a request.
+enum class PrefixState {
+  kNone,
+  kHit,
+  kExpired,
+  kEvicted,
+  kBeyondLookback,
+  kChanged
+};
+
+const char* PrefixStateName(PrefixState state) {
+  switch (state) {
+    case PrefixState::kNone:
+      return "none";
+    case PrefixState::kHit:
+      return "hit";
+    case PrefixState::kExpired:
+      return "expired";
+    case PrefixState::kEvicted:
+      return "evicted";
+    case PrefixState::kBeyondLookback:
+      return "beyond_lookback";
+    case PrefixState::kChanged:
+      return "changed";
+  }
+  return "none";
+}
+
+// One session's provider-side cache, which every lane of the session reads
+// and writes (subagents share their session's cached tools and system).
+class ProviderCache {
+ public:
+  // Anthropic: a breakpoint looks for an entry at its block and up to 19
+  // blocks before it.
+  static constexpr int kLookbackBlocks = 20;
+
+  void EvictAll() {
+    for (auto& [key, entry] : entries_) entry.evicted = true;
+  }
+
+  // The state of the entry `key` (a prefix a previous request cached) for a
+  // request `prompt` at `now_us`.
+  PrefixState StateOf(uint64_t key, const Prompt& prompt, bool explicit_cache,
+                      int64_t now_us) const {
+    const auto position =
+        std::find(prompt.keys.begin(), prompt.keys.end(), key);
+    if (position == prompt.keys.end()) return PrefixState::kChanged;
+    const auto it = entries_.find(key);
+    if (it == entries_.end()) return PrefixState::kChanged;
+    // An entry that would have expired anyway was lost to its TTL.
+    if (now_us >= it->second.expires_us) return PrefixState::kExpired;
+    if (it->second.evicted) return PrefixState::kEvicted;
+    if (explicit_cache) {
+      const int block = static_cast<int>(position - prompt.keys.begin());
+      for (int breakpoint : prompt.breakpoints) {
+        if (breakpoint >= block && breakpoint - block < kLookbackBlocks) {
+          return PrefixState::kHit;
+        }
+      }
+      return PrefixState::kBeyondLookback;
+    }
+    return PrefixState::kHit;
+  }
+
+  // Serves `prompt` at `now_us`: returns the tokens read (the longest live
+  // prefix found), refreshes the TTL of what it read and writes the
+  // prompt's prefixes (at its breakpoints, or every prefix when caching is
+  // automatic) for `ttl_us`.
+  int64_t Serve(const Prompt& prompt, bool explicit_cache, int64_t ttl_us,
+                int64_t now_us) {
+    int64_t read = 0;
+    const auto live = [&](int block) {
+      const auto it = entries_.find(prompt.keys[block]);
+      return it != entries_.end() && !it->second.evicted &&
+                     now_us < it->second.expires_us
+                 ? &it->second
+                 : nullptr;
+    };
+    const auto take = [&](int block, Entry* entry) {
+      entry->expires_us = now_us + ttl_us;
+      read = std::max(read, prompt.tokens[block]);
+    };
+    if (explicit_cache) {
+      for (int breakpoint : prompt.breakpoints) {
+        for (int block = breakpoint;
+             block >= 0 && breakpoint - block < kLookbackBlocks; --block) {
+          if (Entry* entry = live(block)) {
+            take(block, entry);
+            break;
+          }
+        }
+      }
+      for (int breakpoint : prompt.breakpoints)
+        Write(prompt, breakpoint, ttl_us, now_us);
+    } else {
+      for (int block = static_cast<int>(prompt.keys.size()) - 1; block >= 0;
+           --block) {
+        if (Entry* entry = live(block)) {
+          take(block, entry);
+          break;
+        }
+      }
+      for (size_t block = 0; block < prompt.keys.size(); ++block) {
+        Write(prompt, static_cast<int>(block), ttl_us, now_us);
+      }
+    }
+    return read;
+  }
+
+ private:
+  struct Entry {
+    int64_t expires_us = 0;
+    bool evicted = false;
+  };
+
+  void Write(const Prompt& prompt, int block, int64_t ttl_us, int64_t now_us) {
+    Entry& entry = entries_[prompt.keys[block]];
+    entry.expires_us = std::max(entry.expires_us, now_us + ttl_us);
+    if (entry.evicted) {
+      entry = Entry{now_us + ttl_us, false};
+    }
+  }
+
+  std::unordered_map<uint64_t, Entry> entries_;
+};
+
+uint64_t Combine(uint64_t seed, uint64_t value) {
+  return Mix(seed ^ Mix(value));
+}
+
+// Prefix order of the structural causes: the one earliest in the prompt is
+// the primary reason of a break that has several.
+int PrefixRank(Event event) {
+  switch (event) {
+    case Event::kModelSwitch:
+      return 0;
+    case Event::kTtlFlip:
+      return 1;
+    case Event::kOptions:
+      return 2;
+    case Event::kReorder:
+    case Event::kSchemaEdit:
+    case Event::kToolAdded:
+    case Event::kToolRemoved:
+      return 3;
+    case Event::kRewrite:
+      return 5;
+    default:
+      return 9;
+  }
+}
+
 }  // namespace
+
+// The provider caches of the fleet's sessions, by session id.
+class Fleet::ProviderCaches {
+ public:
+  ProviderCache& For(const std::string& session_id) {
+    return caches_[session_id];
+  }
+  void Forget(const std::string& session_id) { caches_.erase(session_id); }
+
+ private:
+  std::map<std::string, ProviderCache> caches_;
+};
 
 // One lane: its session's profile, its tools, system prompt and history,
 // and what the provider holds in its cache after the previous turn.
 class Fleet::Lane {
  public:
-  Lane(const FleetOptions& options, int session, int index)
-      : options_(options), session_(session), index_(index) {}
+  Lane(const FleetOptions& options, ProviderCaches& caches, int session,
+       int index)
+      : options_(options), caches_(caches), session_(session), index_(index) {}
 
   absl::Status NextTurn(int64_t now_us, std::vector<v1::RecordRequest>& records,
-                        FleetCounts& counts) {
+                        std::vector<TurnTruth>* truths, FleetCounts& counts) {
     if (plan_.empty() || turn_ == static_cast<int>(plan_.size())) {
       StartSession(now_us, counts);
     }
@@ -260,14 +439,24 @@ class Fleet::Lane {
 
     absl::StatusOr<v1::Snapshot> snapshot = Build();
     if (!snapshot.ok()) return snapshot.status();
-    v1::RecordRequest snapshot_record;
-    *snapshot_record.mutable_snapshot() = *snapshot;
-    records.push_back(std::move(snapshot_record));
-    records.push_back(UsageRecord(*snapshot, event));
-    previous_ = *std::move(snapshot);
+    TurnTruth truth;
+    const v1::RecordRequest usage = UsageRecord(*snapshot, event, truth);
+    truth.snapshot_lost = turn_ > 0 && rng_.Chance(options_.lost_snapshot_rate);
+    if (!truth.snapshot_lost) {
+      v1::RecordRequest snapshot_record;
+      *snapshot_record.mutable_snapshot() = *snapshot;
+      records.push_back(std::move(snapshot_record));
+      ++counts.records;
+    }
+    records.push_back(usage);
+    ++counts.records;
+    if (rng_.Chance(options_.duplicate_usage_rate)) {
+      records.push_back(usage);
+      ++counts.records;
+    }
+    if (truths != nullptr) truths->push_back(std::move(truth));
     ++turn_;
     ++counts.turns;
-    counts.records += 2;
     return absl::OkStatus();
   }
 
@@ -285,11 +474,16 @@ class Fleet::Lane {
     const uint64_t trait = (sequence * 3 + options_.seed * 7) % 5;
     registration_order_ = trait < 2;
     timestamp_in_system_ = trait == 4;
+    // The session's tools and system prompt, which all its lanes share,
+    // come from the session's generator; the rest from the lane's.
+    Rng session_rng(
+        Mix(Mix(options_.seed) ^ Mix(sequence * 1000003ULL + session_)));
     rng_ = Rng(Mix(Mix(options_.seed) ^ Mix(sequence * 1000003ULL + session_) ^
                    Mix(index_ + 1ULL)));
     ++counts.lanes_by_provider[profile_->name];
 
     agent_ = options_.agents[session_ % options_.agents.size()];
+    if (index_ == 0 && !session_id_.empty()) caches_.Forget(session_id_);
     session_id_ = absl::StrFormat("%s-%02d", options_.tag, session_);
     if (generation_ > 0) absl::StrAppend(&session_id_, ".", generation_);
     static constexpr const char* kLaneNames[] = {"main", "explore", "review",
@@ -300,37 +494,38 @@ class Fleet::Lane {
             .agent = agent_, .session_id = session_id_, .lane = lane_});
     ++generation_;
 
-    model_index_ = index_ == 0 ? 0 : 1;
+    model_index_ = 0;
     thinking_budget_ = 4096;
     ttl_seconds_ = 0;
     added_tools_ = 0;
     turn_ = 0;
-    previous_.reset();
+    previous_key_.reset();
+    previous_cached_ = 0;
     blocks_.clear();
-    MakeTools();
+    MakeTools(session_rng);
     identity_ = absl::StrCat("You are ", agent_, ", a coding agent. ",
-                             Filler(rng_, 200));
-    instructions_ = Filler(rng_, rng_.Between(1500, 3500));
+                             Filler(session_rng, 200));
+    instructions_ = Filler(session_rng, session_rng.Between(1500, 3500));
     Plan(now_us);
   }
 
-  void MakeTools() {
+  void MakeTools(Rng& rng) {
     tools_.clear();
     for (const char* name : kBuiltinTools) {
-      tools_.push_back(NewTool(name));
+      tools_.push_back(NewTool(name, rng));
     }
     for (const McpServer& server : McpServers()) {
       for (const char* tool : server.tools) {
         tools_.push_back(
-            NewTool(absl::StrCat("mcp__", server.name, "__", tool)));
+            NewTool(absl::StrCat("mcp__", server.name, "__", tool), rng));
       }
     }
-    if (registration_order_) ShuffleMcpTools();
+    if (registration_order_) ShuffleMcpTools(rng);
   }
 
-  SimTool NewTool(std::string name) {
-    const int64_t words = rng_.Between(30, 300);
-    SimTool tool{std::move(name), Filler(rng_, words), 0};
+  static SimTool NewTool(std::string name, Rng& rng) {
+    const int64_t words = rng.Between(30, 300);
+    SimTool tool{std::move(name), Filler(rng, words), 0};
     tool.tokens = words + 40;
     return tool;
   }
@@ -338,7 +533,8 @@ class Fleet::Lane {
   // MCP servers connect concurrently: each registers its tools when its
   // handshake completes, so the servers' order varies from one connection
   // to the next.
-  void ShuffleMcpTools() {
+  void ShuffleMcpTools() { ShuffleMcpTools(rng_); }
+  void ShuffleMcpTools(Rng& rng) {
     std::vector<std::vector<SimTool>> servers;
     std::vector<SimTool> builtins;
     std::map<std::string, size_t> server_index;
@@ -352,7 +548,7 @@ class Fleet::Lane {
       if (added) servers.emplace_back();
       servers[it->second].push_back(std::move(tool));
     }
-    rng_.Shuffle(servers);
+    rng.Shuffle(servers);
     tools_ = std::move(builtins);
     for (std::vector<SimTool>& server : servers) {
       tools_.insert(tools_.end(), server.begin(), server.end());
@@ -385,10 +581,13 @@ class Fleet::Lane {
       }
       if (planned.event == Event::kCompaction) last_compaction = turn;
       if (planned.event == Event::kTtlFlip) ttl = ttl == 300 ? 3600 : 300;
-      planned.gap_us =
-          (planned.event == Event::kIdle ? ttl + rng_.Between(30, 1500)
-                                         : rng_.Between(6, 40)) *
-          kSecondUs;
+      int64_t gap_seconds = rng_.Between(6, 40);
+      if (planned.event == Event::kIdle) {
+        gap_seconds = rng_.Chance(options_.long_idle_rate)
+                          ? rng_.Between(2 * 3600, 5 * 3600)
+                          : ttl + rng_.Between(30, 1500);
+      }
+      planned.gap_us = gap_seconds * kSecondUs;
       span_us += planned.gap_us;
     }
     start_us_ = now_us - std::min(span_us, kMaxAgeUs);
@@ -416,7 +615,7 @@ class Fleet::Lane {
       }
       case Event::kToolAdded:
         tools_.push_back(
-            NewTool(absl::StrCat("mcp__jira__tool_", ++added_tools_)));
+            NewTool(absl::StrCat("mcp__jira__tool_", ++added_tools_), rng_));
         return event;
       case Event::kToolRemoved: {
         const int64_t builtins = std::size(kBuiltinTools);
@@ -507,6 +706,11 @@ class Fleet::Lane {
     cache_control.set_enabled(true);
     if (profile_ == &kAnthropic) {
       cache_control.set_ttl_seconds(ttl_seconds_);
+      // As Claude Code does: on the last tool, the system prompt and the
+      // last message block.
+      v1::Breakpoint* tools_breakpoint = cache_control.add_breakpoints();
+      tools_breakpoint->set_segment(v1::PROMPT_SEGMENT_TOOLS);
+      tools_breakpoint->set_index(tools.size() - 1);
       v1::Breakpoint* system_breakpoint = cache_control.add_breakpoints();
       system_breakpoint->set_segment(v1::PROMPT_SEGMENT_SYSTEM);
       system_breakpoint->set_index(std::size(sections) - 1);
@@ -547,97 +751,125 @@ class Fleet::Lane {
     return snapshot;
   }
 
-  int64_t ToolTokens(const v1::Snapshot& snapshot, int count) const {
-    std::map<std::string, int64_t> tokens;
-    for (const SimTool& tool : tools_) tokens[tool.name] = tool.tokens;
-    int64_t sum = 0;
-    for (int i = 0; i < count; ++i) sum += tokens[snapshot.tools(i).name()];
-    return sum;
+  // The prompt as the provider cache keys it: the model, the request
+  // options and (Anthropic) the TTL asked for key every entry.
+  Prompt PromptOf(const v1::Snapshot& snapshot) const {
+    std::map<std::string, int64_t> tool_tokens;
+    for (const SimTool& tool : tools_) tool_tokens[tool.name] = tool.tokens;
+    Prompt prompt;
+    uint64_t key = Combine(Combine(std::hash<std::string>()(snapshot.model()),
+                                   snapshot.options_hash()),
+                           snapshot.cache_control().ttl_seconds());
+    int64_t tokens = 0;
+    const auto add = [&](uint64_t block_hash, int64_t block_tokens) {
+      key = Combine(key, block_hash);
+      tokens += block_tokens;
+      prompt.keys.push_back(key);
+      prompt.tokens.push_back(tokens);
+    };
+    for (const v1::ToolRef& tool : snapshot.tools()) {
+      add(Combine(std::hash<std::string>()(tool.name()), tool.schema_hash()),
+          tool_tokens[tool.name()]);
+    }
+    const int tools_end = static_cast<int>(prompt.keys.size()) - 1;
+    add(snapshot.system_hash(),
+        static_cast<int64_t>(
+            (identity_.size() + instructions_.size() + environment_.size()) /
+            5));
+    const int system_end = static_cast<int>(prompt.keys.size()) - 1;
+    for (int i = 0; i < snapshot.message_chain_size(); ++i) {
+      add(snapshot.message_chain(i), blocks_[i].tokens);
+    }
+    if (profile_ == &kAnthropic) {
+      if (tools_end >= 0) prompt.breakpoints.push_back(tools_end);
+      prompt.breakpoints.push_back(system_end);
+      prompt.breakpoints.push_back(static_cast<int>(prompt.keys.size()) - 1);
+    }
+    return prompt;
   }
 
-  // Tokens of the longest prefix the provider still holds for `current`.
-  int64_t CachedPrefix(const v1::Snapshot& current, Event event,
-                       int64_t tools_tokens, int64_t system_tokens) const {
-    if (!previous_.has_value() || event == Event::kIdle ||
-        event == Event::kEviction) {
-      return 0;
-    }
-    const v1::Snapshot& before = *previous_;
+  // The structural cause of this turn, as the design names it, or "" when
+  // nothing in the prompt was changed on purpose.
+  std::string StructuralCause(Event event) const {
+    const bool system_changed = timestamp_in_system_ && turn_ > 0;
+    if (PrefixRank(event) < 4) return CauseName(event);
+    if (system_changed) return "system_changed";
+    if (PrefixRank(event) < 9) return CauseName(event);
+    return "";
+  }
+
+  // Serves the request from the session's provider cache and fills `truth`.
+  v1::RecordRequest UsageRecord(const v1::Snapshot& snapshot, Event event,
+                                TurnTruth& truth) {
+    ProviderCache& cache = caches_.For(session_id_);
+    const Prompt prompt = PromptOf(snapshot);
     const bool anthropic = profile_ == &kAnthropic;
-    if (before.model() != current.model() ||
-        before.options_hash() != current.options_hash() ||
-        before.cache_control().ttl_seconds() !=
-            current.cache_control().ttl_seconds()) {
-      return 0;
-    }
-    const int tool_count = std::min(before.tools_size(), current.tools_size());
-    int first_tool = -1;
-    for (int i = 0; i < tool_count && first_tool < 0; ++i) {
-      if (before.tools(i).name() != current.tools(i).name() ||
-          before.tools(i).schema_hash() != current.tools(i).schema_hash()) {
-        first_tool = i;
-      }
-    }
-    if (first_tool < 0 && before.tools_size() != current.tools_size()) {
-      first_tool = tool_count;
-    }
-    // Anthropic caches up to breakpoints only: the first is after the
-    // system prompt.
-    if (first_tool >= 0) return anthropic ? 0 : ToolTokens(current, first_tool);
-    if (before.system_hash() != current.system_hash()) {
-      return anthropic ? 0 : tools_tokens;
-    }
-    const int block_count =
-        std::min(before.message_chain_size(), current.message_chain_size());
-    int first_block = -1;
-    for (int i = 0; i < block_count && first_block < 0; ++i) {
-      if (before.message_chain(i) != current.message_chain(i)) first_block = i;
-    }
-    if (first_block < 0 &&
-        current.message_chain_size() < before.message_chain_size()) {
-      first_block = block_count;
-    }
-    if (first_block >= 0) {
-      if (anthropic) return tools_tokens + system_tokens;
-      int64_t prefix = tools_tokens + system_tokens;
-      for (int i = 0; i < first_block; ++i) prefix += blocks_[i].tokens;
-      return prefix;
-    }
-    if (anthropic && event == Event::kFanOut) {
-      return tools_tokens + system_tokens;
-    }
-    return anthropic ? previous_read_ + previous_write_ : previous_total_;
-  }
-
-  v1::RecordRequest UsageRecord(const v1::Snapshot& snapshot, Event event) {
-    const int64_t tools_tokens = ToolTokens(snapshot, snapshot.tools_size());
-    const int64_t system_tokens = static_cast<int64_t>(
-        (identity_.size() + instructions_.size() + environment_.size()) / 5);
-    int64_t total = tools_tokens + system_tokens;
-    for (const Block& block : blocks_) total += block.tokens;
-    const int64_t common =
-        CachedPrefix(snapshot, event, tools_tokens, system_tokens);
+    const int64_t ttl_us =
+        (anthropic && ttl_seconds_ == 3600 ? 3600 : 300) * kSecondUs;
+    if (event == Event::kEviction) cache.EvictAll();
+    const PrefixState state =
+        previous_key_.has_value()
+            ? cache.StateOf(*previous_key_, prompt, anthropic, request_us_)
+            : PrefixState::kNone;
+    const int64_t cached = cache.Serve(prompt, anthropic, ttl_us, request_us_);
+    const int64_t uncached_tail = anthropic ? rng_.Between(1, 8) : 0;
+    const int64_t total = prompt.tokens.back() + uncached_tail;
     const int64_t output = rng_.Between(50, 1500);
     v1::RecordRequest record;
     v1::Usage& usage = *record.mutable_usage();
     int64_t read = 0;
     int64_t write = 0;
-    if (profile_ == &kAnthropic) {
-      const int64_t uncached = rng_.Between(1, 8);
-      read = std::min(common, total - uncached);
-      write = total - read - uncached;
-      usage.set_raw_usage_json(
-          AnthropicUsage(uncached, read, write, ttl_seconds_ == 3600, output));
+    if (anthropic) {
+      read = cached;
+      write = total - read - uncached_tail;
+      usage.set_raw_usage_json(AnthropicUsage(uncached_tail, read, write,
+                                              ttl_seconds_ == 3600, output));
     } else if (profile_ == &kOpenAi) {
-      read = common >= 1024 ? std::min(common, total) / 128 * 128 : 0;
+      read = cached >= 1024 ? cached / 128 * 128 : 0;
       usage.set_raw_usage_json(OpenAiUsage(total, read, output));
     } else {
-      read = common >= 1024 ? std::min(common, total) : 0;
+      read = cached >= 1024 ? cached : 0;
       usage.set_raw_usage_json(GeminiUsage(total, read, output));
     }
-    previous_read_ = read;
-    previous_write_ = write;
-    previous_total_ = total;
+
+    truth.agent = agent_;
+    truth.session_id = session_id_;
+    truth.lane = lane_;
+    truth.request_id = snapshot.request_id();
+    truth.cache = PrefixStateName(state);
+    truth.cache_read_tokens = read;
+    const ProviderTraits traits =
+        TraitsFor(profile_->provider, snapshot.model());
+    const int64_t expected = std::min(previous_cached_, total);
+    truth.expected_reuse_tokens = expected;
+    const int64_t missed = std::max<int64_t>(0, expected - read);
+    const ClassifierOptions thresholds;
+    if (turn_ == 0) {
+      truth.truth = "cold_start";
+    } else if (expected_drop_ != v1::EXPECTED_DROP_UNSPECIFIED) {
+      truth.truth = "expected_drop";
+    } else if (total < traits.min_cacheable_tokens) {
+      truth.truth = "below_min_cacheable";
+    } else if (missed < std::max(thresholds.min_missed_tokens,
+                                 traits.noise_floor_tokens) ||
+               static_cast<double>(missed) < static_cast<double>(expected) *
+                                                 thresholds.min_missed_ratio) {
+      truth.truth = "ok";
+    } else if (std::string cause = StructuralCause(event); !cause.empty()) {
+      truth.truth = std::move(cause);
+    } else if (state == PrefixState::kExpired) {
+      truth.truth = "ttl_expired";
+    } else if (state == PrefixState::kEvicted) {
+      truth.truth = "likely_provider_eviction";
+    } else if (state == PrefixState::kBeyondLookback) {
+      truth.truth = "breakpoint_lookback_exceeded";
+    } else {
+      truth.truth = "unexplained";
+    }
+
+    previous_key_ =
+        anthropic ? prompt.keys[prompt.breakpoints.back()] : prompt.keys.back();
+    previous_cached_ = anthropic ? read + write : total;
     usage.set_agent(agent_);
     usage.set_session_id(session_id_);
     usage.set_lane(lane_);
@@ -650,6 +882,7 @@ class Fleet::Lane {
   }
 
   const FleetOptions& options_;
+  ProviderCaches& caches_;
   const int session_;
   const int index_;
   int generation_ = 0;
@@ -680,17 +913,20 @@ class Fleet::Lane {
   std::vector<Block> blocks_;
   v1::ExpectedDrop expected_drop_ = v1::EXPECTED_DROP_UNSPECIFIED;
 
-  // What the previous turn sent and what it left in the cache.
-  std::optional<v1::Snapshot> previous_;
-  int64_t previous_read_ = 0;
-  int64_t previous_write_ = 0;
-  int64_t previous_total_ = 0;
+  // The lane's previous prefix (the block of its last breakpoint, or its
+  // whole prompt) and what it left in the cache (read + write where writes
+  // are reported, else the whole prompt).
+  std::optional<uint64_t> previous_key_;
+  int64_t previous_cached_ = 0;
 };
 
-Fleet::Fleet(FleetOptions options) : options_(std::move(options)) {
+Fleet::Fleet(FleetOptions options)
+    : options_(std::move(options)),
+      caches_(std::make_unique<ProviderCaches>()) {
   for (int session = 0; session < options_.sessions; ++session) {
     for (int lane = 0; lane < options_.lanes_per_session; ++lane) {
-      lanes_.push_back(std::make_unique<Lane>(options_, session, lane));
+      lanes_.push_back(
+          std::make_unique<Lane>(options_, *caches_, session, lane));
     }
   }
 }
@@ -698,9 +934,10 @@ Fleet::Fleet(FleetOptions options) : options_(std::move(options)) {
 Fleet::~Fleet() = default;
 
 absl::Status Fleet::NextStep(int64_t now_us,
-                             std::vector<v1::RecordRequest>& records) {
+                             std::vector<v1::RecordRequest>& records,
+                             std::vector<TurnTruth>* truths) {
   for (const std::unique_ptr<Lane>& lane : lanes_) {
-    if (absl::Status status = lane->NextTurn(now_us, records, counts_);
+    if (absl::Status status = lane->NextTurn(now_us, records, truths, counts_);
         !status.ok()) {
       return status;
     }

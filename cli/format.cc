@@ -28,9 +28,26 @@ std::string TtlSourceName(v1::TtlSource source) {
   return ShortName(v1::TtlSource_Name(source), "TTL_SOURCE_");
 }
 
-std::string AgreementName(v1::ProviderAgreement agreement) {
-  return ShortName(v1::ProviderAgreement_Name(agreement),
-                   "PROVIDER_AGREEMENT_");
+// The provider's own diagnosis beside ours, verbatim.
+std::string ProviderWord(const v1::PromptCacheBreak& b) {
+  if (b.provider_miss_reason().empty()) return "no diagnostics sent";
+  std::string word = absl::StrCat("says \"", b.provider_miss_reason(), "\"");
+  if (b.provider_missed_tokens() > 0) {
+    absl::StrAppend(&word, " (", b.provider_missed_tokens(), " tokens missed)");
+  }
+  switch (b.provider_agreement()) {
+    case v1::PROVIDER_AGREEMENT_AGREE:
+      absl::StrAppend(&word, ": agrees with ", ReasonName(b.primary_reason()));
+      break;
+    case v1::PROVIDER_AGREEMENT_DISAGREE:
+      absl::StrAppend(&word, ": disagrees with ",
+                      ReasonName(b.primary_reason()));
+      break;
+    default:
+      absl::StrAppend(&word, ": a word cachewatch does not map");
+      break;
+  }
+  return word;
 }
 
 std::string Provider(v1::Provider provider) {
@@ -121,14 +138,7 @@ std::string ExplainHeader(const v1::PromptCacheBreak& b) {
     reasons.push_back(ReasonName(static_cast<v1::Reason>(reason)));
   }
   rows.push_back({"reasons", absl::StrJoin(reasons, ", ")});
-  rows.push_back(
-      {"provider",
-       b.provider_miss_reason().empty()
-           ? std::string("no diagnostics sent")
-           : absl::StrFormat("says %s (%d tokens missed): %s",
-                             b.provider_miss_reason(),
-                             b.provider_missed_tokens(),
-                             AgreementName(b.provider_agreement()))});
+  rows.push_back({"provider", ProviderWord(b)});
   return RenderTable(rows, {});
 }
 

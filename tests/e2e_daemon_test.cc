@@ -72,9 +72,24 @@ v1::Usage Usage(const std::string& session, const std::string& id,
 
 class DaemonTest : public ::testing::Test {
  protected:
+  // A usage without its snapshot waits 2 s for it (default 30).
   void SetUp() override {
-    ASSERT_TRUE(daemon_.Start(dir_.File("cachewatch.db")));
+    ASSERT_TRUE(
+        daemon_.Start(dir_.File("cachewatch.db"), {"--usage-grace-seconds=2"}));
     stub_ = daemon_.NewStub();
+  }
+
+  // Polls (10 s at most) until `sql` returns `expected`; returns what it
+  // returned last.
+  std::vector<std::string> QueryUntil(
+      const std::string& sql, const std::vector<std::string>& expected) {
+    std::vector<std::string> rows;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      rows = Query(sql);
+      if (rows == expected) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return rows;
   }
 
   grpc::Status SendSnapshot(const v1::Snapshot& snapshot,
@@ -230,16 +245,49 @@ TEST_F(DaemonTest, EveryReasonReachesTheDatabaseAndTheMetrics) {
             20000);
 }
 
-TEST_F(DaemonTest, UsageWithoutSnapshotIsStoredAsUnknown) {
+// A usage whose snapshot never comes waits the grace window, then its turn
+// is stored as a break with unknown evidence.
+TEST_F(DaemonTest, UsageWithoutSnapshotIsStoredAsUnknownAfterTheGrace) {
   ASSERT_TRUE(SendSnapshot(Snapshot("orphan", "o-1", 0)).ok());
   SendUsage(Usage("orphan", "o-1", 0, 0, 20000));
   const v1::TurnClassification result =
       SendUsage(Usage("orphan", "o-2", 30, 0, 20000)).classification();
-  ASSERT_EQ(result.verdict(), v1::VERDICT_BREAK);
-  EXPECT_EQ(result.cache_break().evidence(), v1::EVIDENCE_UNKNOWN);
-  EXPECT_EQ(Query("SELECT evidence FROM prompt_cache_breaks WHERE "
-                  "session_id = 'orphan'"),
+  EXPECT_EQ(result.verdict(), v1::VERDICT_PENDING);
+  EXPECT_EQ(QueryUntil("SELECT evidence FROM prompt_cache_breaks WHERE "
+                       "session_id = 'orphan'",
+                       {"unknown"}),
             std::vector<std::string>{"unknown"});
+}
+
+// Reporter queues and networks reorder records: o-2's usage overtakes its
+// snapshot. It waits, pairs when the snapshot comes and gets its real
+// reason; the next turn is diffed against it (ok, not a second bad verdict).
+TEST_F(DaemonTest, AUsageThatOvertakesItsSnapshotPairsWithIt) {
+  ASSERT_TRUE(SendSnapshot(Snapshot("reorder", "x-1", 0)).ok());
+  SendUsage(Usage("reorder", "x-1", 0, 0, 20000));
+  EXPECT_EQ(SendUsage(Usage("reorder", "x-2", 20, 0, 20000))
+                .classification()
+                .verdict(),
+            v1::VERDICT_PENDING);
+  v1::Snapshot second = Snapshot("reorder", "x-2", 20);
+  second.mutable_tools()->SwapElements(1, 2);
+  ASSERT_TRUE(SendSnapshot(second).ok());
+  v1::Snapshot third = Snapshot("reorder", "x-3", 40);
+  third.mutable_tools()->SwapElements(1, 2);
+  ASSERT_TRUE(SendSnapshot(third).ok());
+  EXPECT_EQ(SendUsage(Usage("reorder", "x-3", 40, 20000, 0))
+                .classification()
+                .verdict(),
+            v1::VERDICT_OK);
+  EXPECT_EQ(
+      Query("SELECT request_id || ' ' || primary_reason || ' ' || "
+            "evidence FROM prompt_cache_breaks WHERE session_id = "
+            "'reorder'"),
+      std::vector<std::string>{"x-2 tools_order_changed client_explained"});
+  EXPECT_EQ(
+      Query("SELECT request_id || ' ' || verdict FROM turns WHERE "
+            "session_id = 'reorder' ORDER BY request_id"),
+      (std::vector<std::string>{"x-1 cold_start", "x-2 break", "x-3 ok"}));
 }
 
 TEST_F(DaemonTest, RetriesAreIdempotent) {

@@ -2,10 +2,12 @@
 // trace, and online against the real cachewatchd on loopback.
 #include <gmock/gmock.h>
 #include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -13,11 +15,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cachewatch/v1/break.pb.h"
 #include "cli/tests/cli_process.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/daemon_process.h"
+#include "tests/support/stored_rows.h"
 
 namespace cachewatch::cli {
 namespace {
@@ -220,6 +224,245 @@ TEST_F(DaemonCliTest, TailPrintsABreakProducedWhileItRuns) {
   const std::string out = tail.WaitForOutput(" tok", std::chrono::seconds(10));
   EXPECT_THAT(out, HasSubstr(" tok"));
   EXPECT_THAT(out, HasSubstr("claude-code/sim"));
+}
+
+// simulate --trace writes the fleet's records and --truth one ground truth
+// per turn; on records in order, analyze finds every real break with its
+// true reason (the simulated provider cache is honest: only what changed,
+// expired, was evicted or fell beyond the lookback misses).
+TEST(SimulateTest, TraceAndTruthAgreeWithAnalyzeOnOrderedRecords) {
+  TempDir dir;
+  const std::string trace = dir.File("fleet.jsonl");
+  const std::string truth_path = dir.File("truth.jsonl");
+  const ProcessResult simulated =
+      Cli({"simulate", "--trace", trace, "--truth", truth_path, "--sessions",
+           "6", "--lanes-per-session", "2", "--turns", "30", "--seed", "5"});
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+  std::map<std::string, std::string> truth;
+  std::ifstream truth_file(truth_path);
+  for (std::string line; std::getline(truth_file, line);) {
+    const nlohmann::json turn = nlohmann::json::parse(line);
+    truth[absl::StrCat(turn["session_id"].get<std::string>(), "/",
+                       turn["lane"].get<std::string>(), "/",
+                       turn["request_id"].get<std::string>())] =
+        turn["truth"].get<std::string>();
+  }
+  EXPECT_EQ(truth.size(), 6u * 2 * 30);
+
+  const ProcessResult analyzed = Cli({"analyze", "--turns", trace});
+  ASSERT_EQ(analyzed.exit_code, 0) << analyzed.err;
+  std::set<std::string> reasons;
+  int breaks = 0;
+  for (const std::string& line : Lines(analyzed.out)) {
+    const nlohmann::json turn = nlohmann::json::parse(line);
+    const std::string id =
+        absl::StrCat(turn["session_id"].get<std::string>(), "/",
+                     turn["lane"].get<std::string>(), "/",
+                     turn["request_id"].get<std::string>());
+    const std::string verdict = turn["verdict"];
+    const std::string expected = truth[id];
+    if (verdict == "break") {
+      ++breaks;
+      reasons.insert(turn["primary_reason"].get<std::string>());
+      EXPECT_EQ(turn["primary_reason"], expected) << id;
+    } else {
+      EXPECT_EQ(verdict, expected == "ok" || expected == "cold_start" ||
+                                 expected == "expected_drop" ||
+                                 expected == "below_min_cacheable"
+                             ? expected
+                             : "break")
+          << id;
+    }
+  }
+  EXPECT_GT(breaks, 50);
+  EXPECT_GE(reasons.size(), 8u);
+}
+
+// A multi-lane trace as it arrives at a daemon: usages that overtake their
+// snapshots, a usage sent twice, a lost snapshot, an hour-long gap, and a
+// tool added under a breakpoint on the last tool. Client times are seconds
+// from two hours ago.
+class MessyTrace {
+ public:
+  std::string Write(const std::string& path) const {
+    std::ofstream out(path);
+    for (const std::string& line : lines_) out << line << "\n";
+    return path;
+  }
+
+  v1::Snapshot NewSnapshot(const std::string& session, const std::string& lane,
+                           const std::string& id, double seconds) const {
+    v1::Snapshot snapshot;
+    snapshot.set_agent("messy");
+    snapshot.set_session_id(session);
+    snapshot.set_lane(lane);
+    snapshot.set_request_id(id);
+    *snapshot.mutable_request_time() = At(seconds);
+    snapshot.set_provider(v1::PROVIDER_ANTHROPIC);
+    snapshot.set_model("claude-sonnet-4-5");
+    snapshot.set_system_hash(0xabc);
+    for (const char* name : {"Bash", "Read", "Write"}) {
+      v1::ToolRef* tool = snapshot.add_tools();
+      tool->set_name(name);
+      tool->set_schema_hash(name[0]);
+    }
+    v1::CacheControl& control = *snapshot.mutable_cache_control();
+    control.set_enabled(true);
+    v1::Breakpoint* on_last_tool = control.add_breakpoints();
+    on_last_tool->set_segment(v1::PROMPT_SEGMENT_TOOLS);
+    on_last_tool->set_index(2);
+    return snapshot;
+  }
+
+  void Add(const v1::Snapshot& snapshot) {
+    v1::RecordRequest record;
+    *record.mutable_snapshot() = snapshot;
+    Append(record);
+  }
+
+  // The usage of `id`, answered 3 s after `seconds`, reading `read` tokens.
+  void AddUsage(const v1::Snapshot& of, double seconds, int64_t read) {
+    v1::RecordRequest record;
+    v1::Usage& usage = *record.mutable_usage();
+    usage.set_agent(of.agent());
+    usage.set_session_id(of.session_id());
+    usage.set_lane(of.lane());
+    usage.set_request_id(of.request_id());
+    *usage.mutable_response_time() = At(seconds + 3);
+    usage.set_provider(v1::PROVIDER_ANTHROPIC);
+    usage.set_raw_usage_json(nlohmann::json{
+        {"input_tokens", 40},
+        {"cache_read_input_tokens", read},
+        {"cache_creation_input_tokens", 20000 - read},
+        {"output_tokens", 100}}.dump());
+    Append(record);
+  }
+
+ private:
+  google::protobuf::Timestamp At(double seconds) const {
+    return google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(
+        start_us_ + static_cast<int64_t>(seconds * 1e6));
+  }
+  void Append(const v1::RecordRequest& record) {
+    std::string line;
+    EXPECT_TRUE(
+        google::protobuf::util::MessageToJsonString(record, &line).ok());
+    lines_.push_back(std::move(line));
+  }
+
+  const int64_t start_us_ =
+      std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count() -
+      7200LL * 1'000'000;
+  std::vector<std::string> lines_;
+};
+
+// The same reordered multi-lane trace gives identical verdicts offline
+// (analyze) and through the real daemon (replay over gRPC), and every break
+// has its true primary reason.
+TEST(AnalyzeAndDaemonTest, AReorderedTraceGivesIdenticalVerdicts) {
+  TempDir dir;
+  MessyTrace trace;
+  // Lane main.
+  const v1::Snapshot a1 = trace.NewSnapshot("s1", "main", "a1", 0);
+  v1::Snapshot a2 = trace.NewSnapshot("s1", "main", "a2", 20);
+  a2.mutable_tools()->SwapElements(0, 1);  // Bash <-> Read.
+  v1::Snapshot a3 = a2;
+  a3.set_request_id("a3");
+  *a3.mutable_request_time() = trace.NewSnapshot("", "", "", 40).request_time();
+  v1::ToolRef* grep = a3.add_tools();  // Grep added; its breakpoint moves
+  grep->set_name("Grep");              // with the last tool.
+  grep->set_schema_hash(7);
+  a3.mutable_cache_control()->mutable_breakpoints(0)->set_index(3);
+  v1::Snapshot a4 = a3;
+  a4.set_request_id("a4");
+  *a4.mutable_request_time() = trace.NewSnapshot("", "", "", 60).request_time();
+  v1::Snapshot a5 = a4;  // Its snapshot is lost.
+  a5.set_request_id("a5");
+  *a5.mutable_request_time() = trace.NewSnapshot("", "", "", 80).request_time();
+  v1::Snapshot a6 = a4;
+  a6.set_request_id("a6");
+  *a6.mutable_request_time() =
+      trace.NewSnapshot("", "", "", 100).request_time();
+  a6.set_system_hash(0xdef);
+  v1::Snapshot a7 = a6;  // After 70 minutes away.
+  a7.set_request_id("a7");
+  *a7.mutable_request_time() =
+      trace.NewSnapshot("", "", "", 4300).request_time();
+  // Lane explore, interleaved.
+  const v1::Snapshot b1 = trace.NewSnapshot("s1", "explore", "b1", 5);
+  v1::Snapshot b2 = trace.NewSnapshot("s1", "explore", "b2", 25);
+  b2.set_model("claude-opus-4-1");
+  v1::Snapshot b3 = b2;
+  b3.set_request_id("b3");
+  *b3.mutable_request_time() = trace.NewSnapshot("", "", "", 45).request_time();
+
+  trace.Add(a1);
+  trace.AddUsage(a1, 0, 0);
+  trace.Add(b1);
+  trace.AddUsage(b1, 5, 0);
+  trace.AddUsage(a2, 20, 0);  // Overtakes its snapshot.
+  trace.AddUsage(b2, 25, 0);  // Overtakes its snapshot too.
+  trace.Add(b2);
+  trace.Add(a2);
+  trace.Add(a3);
+  trace.AddUsage(a3, 40, 0);
+  trace.Add(b3);
+  trace.AddUsage(b3, 45, 20000);
+  trace.Add(a4);
+  trace.AddUsage(a4, 60, 20000);
+  trace.AddUsage(a4, 60, 20000);  // Retried.
+  trace.AddUsage(a5, 80, 20000);  // Never gets its snapshot.
+  trace.Add(a6);
+  trace.AddUsage(a6, 100, 0);
+  trace.Add(a7);
+  trace.AddUsage(a7, 4300, 0);
+  const std::string path = trace.Write(dir.File("messy.jsonl"));
+
+  const ProcessResult analyzed = Cli({"analyze", "--turns", path});
+  ASSERT_EQ(analyzed.exit_code, 0) << analyzed.err;
+  EXPECT_EQ(analyzed.err, "");
+  std::set<std::string> offline;
+  for (const std::string& line : Lines(analyzed.out)) {
+    const nlohmann::json turn = nlohmann::json::parse(line);
+    offline.insert(absl::StrCat(turn["lane"].get<std::string>(), "/",
+                                turn["request_id"].get<std::string>(), " ",
+                                turn["verdict"].get<std::string>(), " ",
+                                turn.value("primary_reason", "")));
+  }
+  const std::set<std::string> expected = {
+      "main/a1 cold_start ",
+      "main/a2 break tools_order_changed",
+      "main/a3 break tools_added",
+      "main/a4 ok ",
+      "main/a5 ok ",
+      "main/a6 break system_changed",
+      "main/a7 break ttl_expired",
+      "explore/b1 cold_start ",
+      "explore/b2 break model_changed",
+      "explore/b3 ok ",
+  };
+  EXPECT_EQ(offline, expected);
+
+  DaemonProcess daemon;
+  ASSERT_TRUE(
+      daemon.Start(dir.File("cachewatch.db"), {"--usage-grace-seconds=2"}));
+  const ProcessResult replay =
+      Cli({"replay", "--retime", path, "--address", daemon.grpc_address()});
+  ASSERT_EQ(replay.exit_code, 0) << replay.out << replay.err;
+  const std::string sql =
+      "SELECT lane || '/' || request_id || ' ' || coalesce(verdict, '') || "
+      "' ' || coalesce(primary_reason, '') FROM turns WHERE agent = 'messy'";
+  std::set<std::string> online;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    online =
+        ::cachewatch::testing::StoredRowSet(dir.File("cachewatch.db"), sql);
+    if (online == offline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(online, offline);
+  EXPECT_EQ(daemon.Stop(), 0);
 }
 
 }  // namespace

@@ -55,6 +55,32 @@ TEST(ExplainTextTest, MarksEachKindOfToolChange) {
   EXPECT_THAT(text, HasSubstr("  2   C      | + D\n"));
 }
 
+// The provider's own word is shown verbatim beside ours, with whether the
+// two agree; an unmapped word is shown as it is.
+TEST(ExplainTextTest, ShowsTheProvidersWordBesideOurs) {
+  v1::ExplainBreakResponse explanation;
+  v1::PromptCacheBreak& b = *explanation.mutable_cache_break();
+  b.set_primary_reason(v1::REASON_TOOLS_ADDED);
+  b.add_reasons(v1::REASON_TOOLS_ADDED);
+  EXPECT_THAT(ExplainText(explanation), HasSubstr("no diagnostics sent"));
+  b.set_provider_miss_reason("tools_changed");
+  b.set_provider_missed_tokens(18000);
+  b.set_provider_agreement(v1::PROVIDER_AGREEMENT_AGREE);
+  EXPECT_THAT(ExplainText(explanation),
+              HasSubstr("says \"tools_changed\" (18000 tokens missed): "
+                        "agrees with tools_added"));
+  b.set_provider_miss_reason("cache_hit");
+  b.set_provider_missed_tokens(0);
+  b.set_provider_agreement(v1::PROVIDER_AGREEMENT_DISAGREE);
+  EXPECT_THAT(ExplainText(explanation),
+              HasSubstr("says \"cache_hit\": disagrees with tools_added"));
+  b.set_provider_miss_reason("speed_changed");
+  b.set_provider_agreement(v1::PROVIDER_AGREEMENT_UNSPECIFIED);
+  EXPECT_THAT(ExplainText(explanation),
+              HasSubstr("says \"speed_changed\": a word cachewatch does not "
+                        "map"));
+}
+
 TEST(ToolChangesTest, NamesWhatHappenedAndHowManyMore) {
   v1::PromptCacheBreak b;
   for (const char* name : {"a", "b", "c", "d"}) {

@@ -18,6 +18,33 @@
 namespace cachewatch::client {
 namespace {
 
+// Fills each breakpoint's blocks_after, where the caller left it unset, from
+// the length of its segment: the snapshot's tools, the message blocks, the
+// named system sections (when there are any).
+void SetBlocksAfter(v1::Snapshot& snapshot, size_t message_blocks) {
+  for (v1::Breakpoint& breakpoint :
+       *snapshot.mutable_cache_control()->mutable_breakpoints()) {
+    if (breakpoint.has_blocks_after()) continue;
+    size_t length = 0;
+    switch (breakpoint.segment()) {
+      case v1::PROMPT_SEGMENT_TOOLS:
+        length = snapshot.tools_size();
+        break;
+      case v1::PROMPT_SEGMENT_SYSTEM:
+        length = snapshot.system_sections_size();
+        break;
+      case v1::PROMPT_SEGMENT_MESSAGES:
+        length = message_blocks;
+        break;
+      default:
+        break;
+    }
+    if (breakpoint.index() < length) {
+      breakpoint.set_blocks_after(length - 1 - breakpoint.index());
+    }
+  }
+}
+
 constexpr size_t kMaxAgentBytes = 128;
 constexpr size_t kMaxSessionIdBytes = 256;
 
@@ -189,6 +216,7 @@ absl::StatusOr<v1::Snapshot> SnapshotBuilder::Build(
   }
   if (request.cache_control.has_value()) {
     *snapshot.mutable_cache_control() = *request.cache_control;
+    SetBlocksAfter(snapshot, request.message_blocks.size());
   }
   snapshot.set_options_hash(options_hash);
   snapshot.mutable_message_chain()->Add(chain_.hashes().begin(),

@@ -116,6 +116,47 @@ TEST(SnapshotBuilderTest, FillsEveryField) {
   EXPECT_EQ(snapshot->tool_order_policy(), v1::TOOL_ORDER_POLICY_LEXICOGRAPHIC);
 }
 
+// A breakpoint on the last tool is reported as "at the end of tools"
+// (blocks_after 0) however many tools there are, so that adding a tool does
+// not look like a cache_control change.
+TEST(SnapshotBuilderTest, PlacesBreakpointsRelativeToTheirSegment) {
+  const std::vector<Tool> tools = McpTools();
+  const std::vector<std::string> blocks = {
+      R"({"role":"user","type":"text","text":"hi"})",
+      R"({"role":"assistant","type":"text","text":"hello"})",
+      R"({"role":"user","type":"text","text":"go"})"};
+  const SystemSectionText sections[] = {{"persona", "You are an agent."},
+                                        {"date", "Today is 2026-11-30."}};
+  v1::CacheControl cache_control;
+  cache_control.set_enabled(true);
+  auto add = [&](v1::PromptSegment segment, uint32_t index) {
+    v1::Breakpoint* breakpoint = cache_control.add_breakpoints();
+    breakpoint->set_segment(segment);
+    breakpoint->set_index(index);
+    return breakpoint;
+  };
+  add(v1::PROMPT_SEGMENT_TOOLS, 3);
+  add(v1::PROMPT_SEGMENT_SYSTEM, 0);
+  add(v1::PROMPT_SEGMENT_MESSAGES, 1);
+  add(v1::PROMPT_SEGMENT_MESSAGES, 9);                    // Past the chain.
+  add(v1::PROMPT_SEGMENT_TOOLS, 0)->set_blocks_after(7);  // The caller's.
+
+  SnapshotBuilder builder(Options());
+  ModelRequest request = Request(tools, blocks);
+  request.system_sections = sections;
+  request.cache_control = cache_control;
+  const absl::StatusOr<v1::Snapshot> snapshot = builder.Build(request);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  const auto& breakpoints = snapshot->cache_control().breakpoints();
+  ASSERT_EQ(breakpoints.size(), 5);
+  EXPECT_EQ(breakpoints[0].blocks_after(), 0u);
+  EXPECT_TRUE(breakpoints[0].has_blocks_after());
+  EXPECT_EQ(breakpoints[1].blocks_after(), 1u);
+  EXPECT_EQ(breakpoints[2].blocks_after(), 1u);
+  EXPECT_FALSE(breakpoints[3].has_blocks_after());
+  EXPECT_EQ(breakpoints[4].blocks_after(), 7u);
+}
+
 TEST(SnapshotBuilderTest, OptionalFieldsDefault) {
   SnapshotBuilder builder(Options());
   ModelRequest request = Request();

@@ -134,6 +134,11 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
   Add(app, "pending-timeout-seconds", pending_timeout_seconds,
       "Give up a snapshot whose usage has not arrived after this long")
       ->check(CLI::PositiveNumber);
+  int64_t usage_grace_seconds = config.tracker.usage_grace_us / 1000000;
+  Add(app, "usage-grace-seconds", usage_grace_seconds,
+      "Let a usage that overtook its snapshot wait this long for it before "
+      "its turn is classified without one")
+      ->check(CLI::NonNegativeNumber);
   int64_t idle_lane_seconds = config.tracker.idle_lane_timeout_us / 1000000;
   Add(app, "idle-lane-seconds", idle_lane_seconds,
       "Forget a lane without records for this long")
@@ -215,6 +220,7 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
                       "--tls-client-ca needs them\n"};
   }
   config.tracker.pending_timeout_us = pending_timeout_seconds * 1000000;
+  config.tracker.usage_grace_us = usage_grace_seconds * 1000000;
   config.tracker.idle_lane_timeout_us = idle_lane_seconds * 1000000;
   config.store.max_batch_delay = std::chrono::microseconds(group_commit_us);
   config.store.max_size_bytes = max_db_mb * 1024 * 1024;

@@ -44,11 +44,12 @@ TEST(ConfigTest, DefaultsAreSafe) {
 }
 
 TEST(ConfigTest, FlagsSetEverything) {
-  const Config config = MustParse(
-      {"--listen", "0.0.0.0:7000", "--db-path", "/tmp/x.db",
-       "--min-missed-tokens", "500", "--ttl", "openai=600", "--price",
-       "claude-sonnet-4-5=3,3.75,6,0.3", "--pending-timeout-seconds", "30",
-       "--group-commit-us", "500", "--synchronous-full", "true"});
+  const Config config =
+      MustParse({"--listen", "0.0.0.0:7000", "--db-path", "/tmp/x.db",
+                 "--min-missed-tokens", "500", "--ttl", "openai=600", "--price",
+                 "claude-sonnet-4-5=3,3.75,6,0.3", "--pending-timeout-seconds",
+                 "30", "--usage-grace-seconds", "5", "--group-commit-us", "500",
+                 "--synchronous-full", "true"});
   EXPECT_EQ(config.listen, "0.0.0.0:7000");
   EXPECT_EQ(config.store.path, "/tmp/x.db");
   EXPECT_EQ(config.classifier.min_missed_tokens, 500);
@@ -57,6 +58,7 @@ TEST(ConfigTest, FlagsSetEverything) {
   EXPECT_DOUBLE_EQ(
       config.classifier.prices.at("claude-sonnet-4-5").cache_write_5m, 3.75);
   EXPECT_EQ(config.tracker.pending_timeout_us, 30'000'000);
+  EXPECT_EQ(config.tracker.usage_grace_us, 5'000'000);
   EXPECT_EQ(config.store.max_batch_delay.count(), 500);
   EXPECT_TRUE(config.store.synchronous_full);
 }

@@ -24,32 +24,47 @@ int64_t CachedAfter(const Turn& turn, const ProviderTraits& traits) {
              : PromptTotalTokens(usage);
 }
 
-// Breakpoints in messages advance every turn by design; only the layout of
-// the tools and system breakpoints keys the cache.
-std::vector<const v1::Breakpoint*> PrefixBreakpoints(
-    const v1::CacheControl& control) {
-  std::vector<const v1::Breakpoint*> prefix;
+// Where a breakpoint sits in its segment, as the cache sees it: on the
+// segment's last block ("at the end", whatever the segment's length), else at
+// its index. Breakpoints in messages advance every turn by design; only the
+// layout of the tools and system breakpoints keys the cache.
+struct BreakpointPlace {
+  v1::PromptSegment segment;
+  bool at_end;
+  uint32_t index;  // 0 when at_end.
+  uint32_t ttl_seconds;
+
+  bool operator==(const BreakpointPlace&) const = default;
+};
+
+std::vector<BreakpointPlace> PrefixBreakpoints(const v1::CacheControl& control,
+                                               int tool_count) {
+  std::vector<BreakpointPlace> prefix;
   for (const v1::Breakpoint& breakpoint : control.breakpoints()) {
-    if (breakpoint.segment() != v1::PROMPT_SEGMENT_MESSAGES) {
-      prefix.push_back(&breakpoint);
+    if (breakpoint.segment() == v1::PROMPT_SEGMENT_MESSAGES) continue;
+    bool at_end = false;
+    if (breakpoint.has_blocks_after()) {
+      at_end = breakpoint.blocks_after() == 0;
+    } else if (breakpoint.segment() == v1::PROMPT_SEGMENT_TOOLS) {
+      at_end = tool_count > 0 &&
+               static_cast<int64_t>(breakpoint.index()) == tool_count - 1;
     }
+    prefix.push_back({breakpoint.segment(), at_end,
+                      at_end ? 0 : breakpoint.index(),
+                      breakpoint.ttl_seconds()});
   }
   return prefix;
 }
 
-bool SameCacheControl(const v1::CacheControl& a, const v1::CacheControl& b) {
+bool SameCacheControl(const Turn& previous, const Turn& current) {
+  const v1::CacheControl& a = previous.snapshot->cache_control();
+  const v1::CacheControl& b = current.snapshot->cache_control();
   if (a.enabled() != b.enabled() || a.automatic() != b.automatic() ||
       a.ttl_seconds() != b.ttl_seconds()) {
     return false;
   }
-  const auto a_prefix = PrefixBreakpoints(a);
-  const auto b_prefix = PrefixBreakpoints(b);
-  return std::equal(
-      a_prefix.begin(), a_prefix.end(), b_prefix.begin(), b_prefix.end(),
-      [](const v1::Breakpoint* x, const v1::Breakpoint* y) {
-        return x->segment() == y->segment() && x->index() == y->index() &&
-               x->ttl_seconds() == y->ttl_seconds();
-      });
+  return PrefixBreakpoints(a, ToolsOf(previous).size()) ==
+         PrefixBreakpoints(b, ToolsOf(current).size());
 }
 
 // Sections whose hash changed, that appeared or that disappeared.
@@ -141,7 +156,7 @@ void AddStructuralReasons(const Turn& previous, const Turn& current,
   if (before.model() != after.model()) {
     AddReason(v1::REASON_MODEL_CHANGED, event);
   }
-  if (!SameCacheControl(before.cache_control(), after.cache_control())) {
+  if (!SameCacheControl(previous, current)) {
     AddReason(v1::REASON_CACHE_CONTROL_CHANGED, event);
   }
   if (before.options_hash() != after.options_hash()) {
@@ -204,27 +219,50 @@ void SetCost(const ClassifierOptions& options, const Turn& current,
       (paid - price->second.cache_read) / 1e6);
 }
 
-std::vector<v1::Reason> ConsistentReasons(const std::string& provider_reason) {
-  static const auto* const kConsistent =
-      new std::map<std::string, std::vector<v1::Reason>>{
-          {"model_changed", {v1::REASON_MODEL_CHANGED}},
-          {"system_changed", {v1::REASON_SYSTEM_CHANGED}},
-          {"tools_changed",
-           {v1::REASON_TOOLS_ORDER_CHANGED, v1::REASON_TOOLS_SCHEMA_CHANGED,
-            v1::REASON_TOOLS_ADDED, v1::REASON_TOOLS_REMOVED}},
-          {"messages_changed",
-           {v1::REASON_MESSAGES_CHANGED, v1::REASON_REQUEST_OPTIONS_CHANGED}},
-          {"previous_message_not_found",
-           {v1::REASON_MESSAGES_CHANGED,
-            v1::REASON_BREAKPOINT_LOOKBACK_EXCEEDED, v1::REASON_TTL_EXPIRED,
-            v1::REASON_LIKELY_PROVIDER_EVICTION}},
-          {"unavailable",
-           {v1::REASON_CACHE_CONTROL_CHANGED,
-            v1::REASON_REQUEST_OPTIONS_CHANGED,
-            v1::REASON_LIKELY_PROVIDER_EVICTION}},
-      };
+// Our reasons consistent with a provider's word, in Anthropic's
+// cache_miss_reason vocabulary and OpenAI Responses' prompt_cache_diagnostics
+// one (outcomes and miss reasons). Known words with no consistent reason
+// (a cache hit) disagree with every break; unknown words are not compared.
+const std::vector<v1::Reason>* ConsistentReasons(
+    const std::string& provider_reason) {
+  static const auto* const kConsistent = [] {
+    const std::vector<v1::Reason> tools = {
+        v1::REASON_TOOLS_ORDER_CHANGED, v1::REASON_TOOLS_SCHEMA_CHANGED,
+        v1::REASON_TOOLS_ADDED, v1::REASON_TOOLS_REMOVED};
+    const std::vector<v1::Reason> options = {
+        v1::REASON_REQUEST_OPTIONS_CHANGED};
+    const std::vector<v1::Reason> not_found = {
+        v1::REASON_MESSAGES_CHANGED, v1::REASON_BREAKPOINT_LOOKBACK_EXCEEDED,
+        v1::REASON_TTL_EXPIRED, v1::REASON_LIKELY_PROVIDER_EVICTION};
+    return new std::map<std::string, std::vector<v1::Reason>>{
+        // Both.
+        {"model_changed", {v1::REASON_MODEL_CHANGED}},
+        {"tools_changed", tools},
+        {"unavailable",
+         {v1::REASON_CACHE_CONTROL_CHANGED, v1::REASON_REQUEST_OPTIONS_CHANGED,
+          v1::REASON_LIKELY_PROVIDER_EVICTION}},
+        // Anthropic.
+        {"system_changed", {v1::REASON_SYSTEM_CHANGED}},
+        {"messages_changed",
+         {v1::REASON_MESSAGES_CHANGED, v1::REASON_REQUEST_OPTIONS_CHANGED}},
+        {"previous_message_not_found", not_found},
+        // OpenAI Responses.
+        {"comparison_response_not_found", not_found},
+        {"cache_hit", {}},
+        {"input_changed",
+         {v1::REASON_MESSAGES_CHANGED, v1::REASON_SYSTEM_CHANGED}},
+        {"context_compacted", {v1::REASON_MESSAGES_CHANGED}},
+        {"prompt_cache_key_changed",
+         {v1::REASON_REQUEST_OPTIONS_CHANGED,
+          v1::REASON_CACHE_CONTROL_CHANGED}},
+        {"text_format_changed", options},
+        {"reasoning_effort_changed", options},
+        {"verbosity_changed", options},
+        {"service_tier_changed", options},
+    };
+  }();
   auto it = kConsistent->find(absl::AsciiStrToLower(provider_reason));
-  return it == kConsistent->end() ? std::vector<v1::Reason>{} : it->second;
+  return it == kConsistent->end() ? nullptr : &it->second;
 }
 
 v1::PromptCacheBreak NewBreak(const LaneKey& key, const Turn& previous,
@@ -258,10 +296,11 @@ uint32_t TtlFromWriteSplit(const v1::NormalizedUsage& usage) {
 
 v1::ProviderAgreement AgreementWith(const std::string& provider_reason,
                                     v1::Reason reason) {
-  const std::vector<v1::Reason> consistent = ConsistentReasons(provider_reason);
-  if (consistent.empty()) return v1::PROVIDER_AGREEMENT_UNSPECIFIED;
-  return std::find(consistent.begin(), consistent.end(), reason) !=
-                 consistent.end()
+  const std::vector<v1::Reason>* consistent =
+      ConsistentReasons(provider_reason);
+  if (consistent == nullptr) return v1::PROVIDER_AGREEMENT_UNSPECIFIED;
+  return std::find(consistent->begin(), consistent->end(), reason) !=
+                 consistent->end()
              ? v1::PROVIDER_AGREEMENT_AGREE
              : v1::PROVIDER_AGREEMENT_DISAGREE;
 }

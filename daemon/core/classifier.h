@@ -57,7 +57,9 @@ v1::TurnClassification Classify(const LaneKey& key, const Turn* previous,
 uint32_t TtlFromWriteSplit(const v1::NormalizedUsage& usage);
 
 // Whether the provider's own miss reason (Anthropic's cache_miss_reason
-// vocabulary) is consistent with `reason`. Unknown vocabulary: UNSPECIFIED.
+// vocabulary, or OpenAI Responses' prompt_cache_diagnostics outcome / miss
+// reason) is consistent with `reason`; a provider's cache_hit disagrees with
+// every break. Unknown vocabulary: UNSPECIFIED.
 v1::ProviderAgreement AgreementWith(const std::string& provider_reason,
                                     v1::Reason reason);
 

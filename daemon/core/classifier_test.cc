@@ -44,6 +44,18 @@ std::vector<uint64_t> Chain(int blocks, uint64_t salt = 0) {
   return chain;
 }
 
+// Puts a breakpoint on tool `index`; `blocks_after` as a client library
+// reports it, or -1 to leave it for the daemon to derive.
+v1::Breakpoint* OnTool(v1::Snapshot& snapshot, uint32_t index,
+                       int blocks_after = -1) {
+  v1::Breakpoint* breakpoint =
+      snapshot.mutable_cache_control()->add_breakpoints();
+  breakpoint->set_segment(v1::PROMPT_SEGMENT_TOOLS);
+  breakpoint->set_index(index);
+  if (blocks_after >= 0) breakpoint->set_blocks_after(blocks_after);
+  return breakpoint;
+}
+
 struct ReasonCase {
   const char* name;
   std::function<void(v1::Snapshot& before, v1::Snapshot& after)> change;
@@ -153,6 +165,94 @@ const ReasonCase kReasonCases[] = {
      299,
      {v1::REASON_LIKELY_PROVIDER_EVICTION},
      v1::EVIDENCE_PROVIDER_SUSPECTED},
+    // Breakpoints are placed relative to their segment: on the last tool
+    // stays "at the end of tools" whatever the number of tools.
+    {"tool_added_with_breakpoint_on_last_tool_is_tools_added",
+     [](v1::Snapshot& before, v1::Snapshot& after) {
+       OnTool(before, 2);  // Bash, the last of three.
+       *after.add_tools() = Tool("Grep", 4);
+       OnTool(after, 3);  // Grep, the last of four.
+     },
+     30,
+     {v1::REASON_TOOLS_ADDED},
+     v1::EVIDENCE_CLIENT_EXPLAINED},
+    {"tool_removed_with_breakpoint_on_last_tool_is_tools_removed",
+     [](v1::Snapshot& before, v1::Snapshot& after) {
+       OnTool(before, 2);
+       after.mutable_tools()->RemoveLast();
+       OnTool(after, 1);
+     },
+     30,
+     {v1::REASON_TOOLS_REMOVED},
+     v1::EVIDENCE_CLIENT_EXPLAINED},
+    {"client_reported_end_of_segment_is_at_the_end",
+     [](v1::Snapshot& before, v1::Snapshot& after) {
+       OnTool(before, 2, 0);
+       *after.add_tools() = Tool("Grep", 4);
+       OnTool(after, 3, 0);
+     },
+     30,
+     {v1::REASON_TOOLS_ADDED},
+     v1::EVIDENCE_CLIENT_EXPLAINED},
+    {"system_block_added_with_breakpoint_at_its_end_is_system_changed",
+     [](v1::Snapshot& before, v1::Snapshot& after) {
+       auto* a = before.mutable_cache_control()->add_breakpoints();
+       a->set_segment(v1::PROMPT_SEGMENT_SYSTEM);
+       a->set_index(1);
+       a->set_blocks_after(0);
+       auto* b = after.mutable_cache_control()->add_breakpoints();
+       b->set_segment(v1::PROMPT_SEGMENT_SYSTEM);
+       b->set_index(2);
+       b->set_blocks_after(0);
+       after.set_system_hash(43);
+     },
+     30,
+     {v1::REASON_SYSTEM_CHANGED},
+     v1::EVIDENCE_CLIENT_EXPLAINED},
+    {"breakpoint_moved_off_the_last_tool_is_cache_control_changed",
+     [](v1::Snapshot& before, v1::Snapshot& after) {
+       OnTool(before, 2);
+       OnTool(after, 1);
+     },
+     30,
+     {v1::REASON_CACHE_CONTROL_CHANGED},
+     v1::EVIDENCE_CLIENT_EXPLAINED},
+    {"breakpoint_moved_from_tools_to_system_is_cache_control_changed",
+     [](v1::Snapshot& before, v1::Snapshot& after) {
+       OnTool(before, 2);
+       auto* b = after.mutable_cache_control()->add_breakpoints();
+       b->set_segment(v1::PROMPT_SEGMENT_SYSTEM);
+       b->set_index(0);
+       b->set_blocks_after(0);
+     },
+     30,
+     {v1::REASON_CACHE_CONTROL_CHANGED},
+     v1::EVIDENCE_CLIENT_EXPLAINED},
+    {"breakpoint_ttl_changed_at_the_end_is_cache_control_changed",
+     [](v1::Snapshot& before, v1::Snapshot& after) {
+       OnTool(before, 2);
+       OnTool(after, 2)->set_ttl_seconds(3600);
+     },
+     30,
+     {v1::REASON_CACHE_CONTROL_CHANGED},
+     v1::EVIDENCE_CLIENT_EXPLAINED},
+    {"caching_disabled_is_cache_control_changed",
+     [](v1::Snapshot& before, v1::Snapshot& after) {
+       OnTool(before, 2);
+       after.mutable_cache_control()->set_enabled(false);
+       OnTool(after, 2);
+     },
+     30,
+     {v1::REASON_CACHE_CONTROL_CHANGED},
+     v1::EVIDENCE_CLIENT_EXPLAINED},
+    {"automatic_instead_of_explicit_is_cache_control_changed",
+     [](v1::Snapshot& before, v1::Snapshot& after) {
+       OnTool(before, 2);
+       after.mutable_cache_control()->set_automatic(true);
+     },
+     30,
+     {v1::REASON_CACHE_CONTROL_CHANGED},
+     v1::EVIDENCE_CLIENT_EXPLAINED},
     // Near misses: changes that must not produce their neighbour's reason.
     {"message_breakpoint_advancing_is_not_cache_control",
      [](v1::Snapshot& before, v1::Snapshot& after) {
@@ -498,6 +598,31 @@ TEST(ClassifierTest, ProviderDiagnosticsAgreementIsRecorded) {
   EXPECT_EQ(event.provider_agreement(), v1::PROVIDER_AGREEMENT_DISAGREE);
   EXPECT_EQ(AgreementWith("something_new", v1::REASON_TTL_EXPIRED),
             v1::PROVIDER_AGREEMENT_UNSPECIFIED);
+}
+
+// OpenAI Responses' prompt_cache_diagnostics vocabulary maps onto ours too.
+TEST(ClassifierTest, OpenAiDiagnosticsVocabularyMapsOntoOurReasons) {
+  EXPECT_EQ(AgreementWith("tools_changed", v1::REASON_TOOLS_ADDED),
+            v1::PROVIDER_AGREEMENT_AGREE);
+  EXPECT_EQ(AgreementWith("input_changed", v1::REASON_MESSAGES_CHANGED),
+            v1::PROVIDER_AGREEMENT_AGREE);
+  EXPECT_EQ(AgreementWith("input_changed", v1::REASON_TOOLS_ADDED),
+            v1::PROVIDER_AGREEMENT_DISAGREE);
+  EXPECT_EQ(AgreementWith("reasoning_effort_changed",
+                          v1::REASON_REQUEST_OPTIONS_CHANGED),
+            v1::PROVIDER_AGREEMENT_AGREE);
+  EXPECT_EQ(AgreementWith("service_tier_changed", v1::REASON_MODEL_CHANGED),
+            v1::PROVIDER_AGREEMENT_DISAGREE);
+  EXPECT_EQ(
+      AgreementWith("comparison_response_not_found", v1::REASON_TTL_EXPIRED),
+      v1::PROVIDER_AGREEMENT_AGREE);
+  EXPECT_EQ(AgreementWith("context_compacted", v1::REASON_MESSAGES_CHANGED),
+            v1::PROVIDER_AGREEMENT_AGREE);
+  // The provider saw a hit where we report a break.
+  EXPECT_EQ(AgreementWith("cache_hit", v1::REASON_LIKELY_PROVIDER_EVICTION),
+            v1::PROVIDER_AGREEMENT_DISAGREE);
+  EXPECT_EQ(AgreementWith("Tools_Changed", v1::REASON_TOOLS_REMOVED),
+            v1::PROVIDER_AGREEMENT_AGREE);
 }
 
 // The seed documents' scenario: two MCP servers connect in racy order, so

@@ -3,7 +3,10 @@
 #include <google/protobuf/util/time_util.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
+
+#include "daemon/core/usage_normalizer.h"
 
 namespace cachewatch {
 namespace {
@@ -102,10 +105,15 @@ LaneTracker::FindPending(Lane& lane, const std::string& request_id) {
       [&](const auto& entry) { return entry.first.second == request_id; });
 }
 
-void LaneTracker::Drain(const LaneKey& key, Lane& lane,
+bool LaneTracker::Ready(const PendingTurn& pending, int64_t now_us) const {
+  return pending.turn.usage.has_value() &&
+         (pending.turn.snapshot != nullptr ||
+          now_us - pending.usage_arrived_us >= options_.usage_grace_us);
+}
+
+void LaneTracker::Drain(const LaneKey& key, Lane& lane, int64_t now_us,
                         std::vector<ClassifiedTurn>& classified) {
-  while (!lane.pending.empty() &&
-         lane.pending.begin()->second.turn.usage.has_value()) {
+  while (!lane.pending.empty() && Ready(lane.pending.begin()->second, now_us)) {
     auto node = lane.pending.extract(lane.pending.begin());
     Turn& turn = node.mapped().turn;
     v1::TurnClassification classification =
@@ -118,12 +126,14 @@ void LaneTracker::Drain(const LaneKey& key, Lane& lane,
     if (lane.recent.size() > options_.remembered_request_ids) {
       lane.recent.erase(lane.recent.begin());
     }
-    lane.last = Baseline(turn);
+    lane.last =
+        Baseline(turn, lane.last ? &*lane.last : nullptr, classification);
     classified.push_back({key, std::move(turn), std::move(classification)});
   }
 }
 
-Turn LaneTracker::Baseline(const Turn& turn) {
+Turn LaneTracker::Baseline(const Turn& turn, const Turn* previous,
+                           const v1::TurnClassification& classification) {
   Turn baseline;
   baseline.request_id = turn.request_id;
   baseline.usage = turn.usage;
@@ -134,14 +144,37 @@ Turn LaneTracker::Baseline(const Turn& turn) {
   if (turn.snapshot != nullptr) {
     baseline.tools = tool_lists_.Intern(ToolsOf(turn));
     baseline.snapshot = BaselineSnapshot(*turn.snapshot);
+  } else if (previous != nullptr &&
+             classification.verdict() != v1::VERDICT_BREAK) {
+    // The lost snapshot most likely matched the last one seen: nothing
+    // broke. Its usage is what the next turn is measured against.
+    baseline.tools = previous->tools;
+    baseline.snapshot = previous->snapshot;
   }
   return baseline;
+}
+
+void LaneTracker::LateSnapshot(Lane& lane,
+                               std::shared_ptr<const v1::Snapshot> snapshot) {
+  if (!lane.last.has_value() ||
+      lane.last->request_id != snapshot->request_id()) {
+    return;
+  }
+  Turn& last = *lane.last;
+  last.tools = tool_lists_.Intern(snapshot->tools());
+  last.snapshot = BaselineSnapshot(*snapshot);
+  if (last.model.empty()) last.model = snapshot->model();
 }
 
 void LaneTracker::DropOldestUnpaired(Lane& lane) {
   for (auto it = lane.pending.begin(); it != lane.pending.end(); ++it) {
     if (!it->second.turn.usage.has_value()) {
       lane.pending.erase(it);
+      return;
+    }
+    if (it->second.turn.snapshot == nullptr) {
+      // Stop waiting for this usage's snapshot.
+      it->second.usage_arrived_us = std::numeric_limits<int64_t>::min() / 2;
       return;
     }
   }
@@ -155,11 +188,12 @@ SnapshotResult LaneTracker::AddSnapshot(
   const std::string& request_id = snapshot->request_id();
   if (Remembered(lane, request_id) != nullptr) {
     result.outcome = RecordOutcome::kDuplicate;
+    LateSnapshot(lane, std::move(snapshot));
     return result;
   }
   const int64_t request_time_us =
       TimeUtil::TimestampToMicroseconds(snapshot->request_time());
-  Turn turn;
+  PendingTurn pending{Turn{}, now_us};
   auto existing = FindPending(lane, request_id);
   if (existing != lane.pending.end()) {
     if (existing->second.turn.snapshot != nullptr) {
@@ -167,9 +201,10 @@ SnapshotResult LaneTracker::AddSnapshot(
       return result;
     }
     // The usage came first: re-key the turn by its request time.
-    turn = std::move(existing->second.turn);
+    pending = std::move(existing->second);
     lane.pending.erase(existing);
   }
+  Turn& turn = pending.turn;
   turn.request_id = request_id;
   turn.provider = snapshot->provider();
   turn.model = snapshot->model();
@@ -182,11 +217,11 @@ SnapshotResult LaneTracker::AddSnapshot(
   }
   turn.snapshot = std::move(snapshot);
   lane.pending.insert_or_assign(PendingKey{request_time_us, request_id},
-                                PendingTurn{std::move(turn), now_us});
+                                std::move(pending));
   if (lane.pending.size() > options_.max_pending_per_lane) {
     DropOldestUnpaired(lane);
   }
-  Drain(key, lane, result.classified);
+  Drain(key, lane, now_us, result.classified);
   return result;
 }
 
@@ -214,25 +249,29 @@ UsageResult LaneTracker::AddUsage(const v1::Usage& usage,
         TimeUtil::TimestampToMicroseconds(usage.response_time());
     pending = lane.pending
                   .emplace(PendingKey{turn.request_time_us, request_id},
-                           PendingTurn{std::move(turn), now_us})
+                           PendingTurn{std::move(turn), now_us, now_us})
                   .first;
   } else if (pending->second.turn.usage.has_value()) {
     result.outcome = RecordOutcome::kDuplicate;
     return result;
   }
+  pending->second.usage_arrived_us = now_us;
   Turn& turn = pending->second.turn;
   turn.usage = normalized;
-  if (usage.has_provider_diagnostics()) {
-    turn.provider_diagnostics = usage.provider_diagnostics();
-  }
+  // The provider's own word: the explicit field, else what the raw
+  // response carries.
+  turn.provider_diagnostics =
+      usage.has_provider_diagnostics()
+          ? BoundedDiagnostics(usage.provider_diagnostics())
+          : ParseProviderDiagnostics(usage.raw_usage_json());
   if (turn.model.empty()) turn.model = usage.model();
   if (turn.provider == v1::PROVIDER_UNSPECIFIED) {
     turn.provider = usage.provider();
   }
-  Drain(key, lane, result.classified);
+  Drain(key, lane, now_us, result.classified);
   if (lane.pending.size() > options_.max_pending_per_lane) {
     DropOldestUnpaired(lane);
-    Drain(key, lane, result.classified);
+    Drain(key, lane, now_us, result.classified);
   }
   // Released by this call, if at all: found among the released turns, not
   // in `recent`, which may already have forgotten it when the call released
@@ -249,12 +288,11 @@ UsageResult LaneTracker::AddUsage(const v1::Usage& usage,
 std::vector<ClassifiedTurn> LaneTracker::Expire(int64_t now_us) {
   std::vector<ClassifiedTurn> classified;
   for (auto& [key, lane] : lanes_) {
-    const size_t before = lane.pending.size();
     std::erase_if(lane.pending, [&](const auto& entry) {
       return !entry.second.turn.usage.has_value() &&
              now_us - entry.second.arrived_us >= options_.pending_timeout_us;
     });
-    if (lane.pending.size() != before) Drain(key, lane, classified);
+    Drain(key, lane, now_us, classified);
   }
   while (!lru_.empty()) {
     auto it = lanes_.find(*lru_.back());
@@ -270,7 +308,7 @@ std::vector<ClassifiedTurn> LaneTracker::Expire(int64_t now_us) {
 void LaneTracker::Restore(const LaneKey& key, Turn last_turn,
                           uint32_t observed_ttl_seconds, int64_t now_us) {
   Lane& lane = Touch(key, now_us);
-  lane.last = Baseline(last_turn);
+  lane.last = Baseline(last_turn, nullptr, v1::TurnClassification());
   lane.context.observed_ttl_seconds = observed_ttl_seconds;
 }
 

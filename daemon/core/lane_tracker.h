@@ -4,10 +4,16 @@
 //
 // A completed turn waits while an earlier turn of its lane (by request time)
 // still lacks its usage, so an out-of-order usage is diffed against the right
-// previous turn. Unpaired snapshots are given up after a timeout, idle lanes
+// previous turn. A usage whose snapshot has not arrived waits for it for a
+// grace window (a usage may overtake its snapshot in a reporter's queue or on
+// the network); paired in time, the turn is classified as if the records had
+// come in order. Only a snapshot that never comes leaves its turn without one
+// (its break, if any, is `unknown`); the lane's next turn is then diffed
+// against the last snapshot the lane saw, unless the snapshot-less turn was a
+// break itself. Unpaired snapshots are given up after a timeout, idle lanes
 // are evicted, and the number of lanes is bounded (least recently used goes
-// first). The daemon's clock (`now_us`) is used only for those expiries;
-// classification uses the client's timestamps.
+// first). The daemon's clock (`now_us`) is used only for those expiries and
+// the grace window; classification and ordering use the client's timestamps.
 //
 // An idle lane keeps only its baseline (what the classifier compares the
 // next turn with, without the fields its key already holds), its recent
@@ -46,13 +52,17 @@ struct TrackerOptions {
   // A snapshot whose usage has not arrived after this long is given up.
   // Default 10 minutes.
   int64_t pending_timeout_us = 600'000'000;
+  // A usage whose snapshot has not arrived waits this long for it (daemon
+  // clock) before its turn is classified without one. Default 30 seconds.
+  int64_t usage_grace_us = 30'000'000;
   // A lane without records for this long is forgotten. Default 2 hours.
   int64_t idle_lane_timeout_us = 7'200'000'000;
   // At most this many lanes; the least recently used is forgotten first.
   // Default 1,000,000.
   size_t max_lanes = 1'000'000;
   // At most this many unclassified turns per lane; beyond it the oldest
-  // unpaired snapshot is given up. Default 64.
+  // unpaired snapshot is given up (or the oldest usage stops waiting for its
+  // snapshot). Default 64.
   size_t max_pending_per_lane = 64;
   // Classified request ids remembered per lane, so that a retried record is
   // recognized as a duplicate. Default 16.
@@ -100,7 +110,8 @@ class LaneTracker {
   UsageResult AddUsage(const v1::Usage& usage,
                        const v1::NormalizedUsage& normalized, int64_t now_us);
 
-  // Gives up snapshots unpaired for too long (classifying the turns that
+  // Gives up snapshots unpaired for too long, classifies usages whose
+  // snapshot did not come within the grace window (with the turns that
   // waited behind them) and forgets idle lanes.
   std::vector<ClassifiedTurn> Expire(int64_t now_us);
 
@@ -114,7 +125,8 @@ class LaneTracker {
  private:
   struct PendingTurn {
     Turn turn;
-    int64_t arrived_us = 0;
+    int64_t arrived_us = 0;        // Of its first record, daemon clock.
+    int64_t usage_arrived_us = 0;  // Of its usage, daemon clock.
   };
   using PendingKey = std::pair<int64_t, std::string>;  // (time, request id)
 
@@ -150,13 +162,21 @@ class LaneTracker {
                                           const std::string& request_id);
   static std::map<PendingKey, PendingTurn>::iterator FindPending(
       Lane& lane, const std::string& request_id);
-  // Classifies turns from the front of the lane while they are complete.
-  void Drain(const LaneKey& key, Lane& lane,
+  // Whether the turn can be classified at `now_us`: it has its usage, and
+  // its snapshot or the grace window for it has passed.
+  bool Ready(const PendingTurn& pending, int64_t now_us) const;
+  // Classifies turns from the front of the lane while they are ready.
+  void Drain(const LaneKey& key, Lane& lane, int64_t now_us,
              std::vector<ClassifiedTurn>& classified);
+  // A snapshot that came after its turn was classified without it: becomes
+  // the lane's baseline snapshot when that turn is still the baseline.
+  void LateSnapshot(Lane& lane, std::shared_ptr<const v1::Snapshot> snapshot);
   void DropOldestUnpaired(Lane& lane);
   // `turn` as a lane keeps it for the next classification: its snapshot
-  // reduced to what the classifier reads, its tools interned.
-  Turn Baseline(const Turn& turn);
+  // reduced to what the classifier reads, its tools interned. A turn
+  // without a snapshot that was no break keeps `previous`'s snapshot.
+  Turn Baseline(const Turn& turn, const Turn* previous,
+                const v1::TurnClassification& classification);
 
   const TrackerOptions options_;
   const ClassifierOptions classifier_options_;

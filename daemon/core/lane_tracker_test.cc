@@ -179,15 +179,152 @@ TEST_F(LaneTrackerTest, OutOfOrderUsageIsDiffedAgainstTheRightTurn) {
             v1::VERDICT_BREAK);
 }
 
-TEST_F(LaneTrackerTest, UsageWithoutSnapshotIsClassifiedWithUnknownEvidence) {
+// r2's usage overtakes its snapshot: it waits, pairs when the snapshot comes
+// and is classified as if the records had come in order; r3 then has r2 as
+// its baseline.
+TEST_F(LaneTrackerTest, UsageThatOvertakesItsSnapshotWaitsAndPairs) {
   tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
   Complete("r1", 0, Usage(0, 20000, 0));
-  UsageResult orphan = Complete("r2", 30, Usage(0, 20000, 0));
-  ASSERT_EQ(orphan.classification.verdict(), v1::VERDICT_BREAK);
-  EXPECT_EQ(orphan.classification.cache_break().evidence(),
+  UsageResult early = Complete("r2", 30, Usage(0, 20000, 0));
+  EXPECT_EQ(early.classification.verdict(), v1::VERDICT_PENDING);
+  EXPECT_THAT(early.classified, IsEmpty());
+  now_ += 5 * kSecond;
+  EXPECT_THAT(tracker_.Expire(now_), IsEmpty());
+
+  v1::Snapshot second = BaseSnapshot("r2", 30);
+  second.mutable_tools()->SwapElements(0, 1);
+  const SnapshotResult paired = tracker_.AddSnapshot(Shared(second), now_);
+  EXPECT_EQ(paired.outcome, RecordOutcome::kAccepted);
+  ASSERT_THAT(Ids(paired.classified), ElementsAre("r2"));
+  const v1::PromptCacheBreak& cache_break =
+      paired.classified[0].classification.cache_break();
+  EXPECT_EQ(cache_break.primary_reason(), v1::REASON_TOOLS_ORDER_CHANGED);
+  EXPECT_EQ(cache_break.evidence(), v1::EVIDENCE_CLIENT_EXPLAINED);
+
+  v1::Snapshot third = BaseSnapshot("r3", 60);
+  third.mutable_tools()->SwapElements(0, 1);  // As r2 sent them.
+  tracker_.AddSnapshot(Shared(third), now_);
+  EXPECT_EQ(Complete("r3", 60, Usage(20000, 0, 0)).classification.verdict(),
+            v1::VERDICT_OK);
+}
+
+// A turn behind a usage that waits for its snapshot waits too: released in
+// client request order once the snapshot comes.
+TEST_F(LaneTrackerTest, TurnsBehindAWaitingUsageWaitInOrder) {
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
+  Complete("r1", 0, Usage(0, 20000, 0));
+  Complete("r2", 30, Usage(20000, 0, 0));  // Its snapshot is late.
+  v1::Snapshot third = BaseSnapshot("r3", 60);
+  third.set_system_hash(7);
+  tracker_.AddSnapshot(Shared(third), now_);
+  EXPECT_EQ(Complete("r3", 60, Usage(0, 20000, 0)).classification.verdict(),
+            v1::VERDICT_PENDING);
+  const SnapshotResult paired =
+      tracker_.AddSnapshot(Shared(BaseSnapshot("r2", 30)), now_);
+  ASSERT_THAT(Ids(paired.classified), ElementsAre("r2", "r3"));
+  EXPECT_EQ(paired.classified[0].classification.verdict(), v1::VERDICT_OK);
+  EXPECT_EQ(paired.classified[1].classification.cache_break().primary_reason(),
+            v1::REASON_SYSTEM_CHANGED);
+  EXPECT_EQ(
+      paired.classified[1].classification.cache_break().previous_request_id(),
+      "r2");
+}
+
+// Only a snapshot that never comes leaves its turn without one: after the
+// grace window (daemon clock) the break is classified with unknown evidence.
+TEST_F(LaneTrackerTest, UsageWhoseSnapshotNeverComesIsUnknownAfterTheGrace) {
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
+  Complete("r1", 0, Usage(0, 20000, 0));
+  EXPECT_EQ(Complete("r2", 30, Usage(0, 20000, 0)).classification.verdict(),
+            v1::VERDICT_PENDING);
+  EXPECT_THAT(tracker_.Expire(now_ + 29 * kSecond), IsEmpty());
+  const std::vector<ClassifiedTurn> released =
+      tracker_.Expire(now_ + 30 * kSecond);
+  ASSERT_THAT(Ids(released), ElementsAre("r2"));
+  ASSERT_EQ(released[0].classification.verdict(), v1::VERDICT_BREAK);
+  EXPECT_EQ(released[0].classification.cache_break().evidence(),
             v1::EVIDENCE_UNKNOWN);
-  EXPECT_EQ(orphan.classification.cache_break().primary_reason(),
+  EXPECT_EQ(released[0].classification.cache_break().primary_reason(),
             v1::REASON_UNKNOWN);
+}
+
+TEST(LaneTrackerGraceTest, TheGraceWindowIsConfigurable) {
+  TrackerOptions options;
+  options.usage_grace_us = 0;
+  LaneTracker tracker(options, ClassifierOptions());
+  const v1::NormalizedUsage usage = Usage(0, 20000, 0);
+  EXPECT_EQ(tracker.AddUsage(UsageRecord("r1", 2, usage), usage, 0)
+                .classification.verdict(),
+            v1::VERDICT_COLD_START);
+}
+
+// r2's snapshot is lost but its usage shows the cache was read: r3, which
+// adds a tool, is diffed against the last snapshot the lane saw (r1's) and
+// gets its reason instead of unknown.
+TEST_F(LaneTrackerTest, ALostSnapshotOfAnOkTurnKeepsTheLastKnownBaseline) {
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
+  Complete("r1", 0, Usage(0, 20000, 0));
+  Complete("r2", 30, Usage(20000, 0, 0));
+  now_ += 31 * kSecond;
+  const std::vector<ClassifiedTurn> released = tracker_.Expire(now_);
+  ASSERT_THAT(Ids(released), ElementsAre("r2"));
+  EXPECT_EQ(released[0].classification.verdict(), v1::VERDICT_OK);
+
+  v1::Snapshot third = BaseSnapshot("r3", 60);
+  v1::ToolRef* added = third.add_tools();
+  added->set_name("zz_new_tool");
+  added->set_schema_hash(42);
+  tracker_.AddSnapshot(Shared(third), now_);
+  const UsageResult result = Complete("r3", 60, Usage(0, 20000, 0));
+  ASSERT_EQ(result.classification.verdict(), v1::VERDICT_BREAK);
+  EXPECT_EQ(result.classification.cache_break().primary_reason(),
+            v1::REASON_TOOLS_ADDED);
+  EXPECT_EQ(result.classification.cache_break().previous_request_id(), "r2");
+}
+
+// A snapshot later than the grace window cannot change its turn's verdict
+// (a duplicate of a classified turn), but it becomes the lane's baseline:
+// r3 is diffed against it (only its tool order changed).
+TEST_F(LaneTrackerTest, ASnapshotLaterThanTheGraceStillBecomesTheBaseline) {
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
+  Complete("r1", 0, Usage(0, 20000, 0));
+  Complete("r2", 30, Usage(0, 20000, 0));
+  now_ += 40 * kSecond;
+  ASSERT_THAT(Ids(tracker_.Expire(now_)), ElementsAre("r2"));
+  v1::Snapshot second = BaseSnapshot("r2", 30);
+  second.set_system_hash(7);
+  EXPECT_EQ(tracker_.AddSnapshot(Shared(second), now_).outcome,
+            RecordOutcome::kDuplicate);
+  v1::Snapshot third = BaseSnapshot("r3", 60);
+  third.set_system_hash(7);
+  third.mutable_tools()->SwapElements(0, 1);
+  tracker_.AddSnapshot(Shared(third), now_);
+  const UsageResult result = Complete("r3", 60, Usage(0, 20000, 0));
+  ASSERT_EQ(result.classification.verdict(), v1::VERDICT_BREAK);
+  EXPECT_THAT(result.classification.cache_break().reasons(),
+              ElementsAre(v1::REASON_TOOLS_ORDER_CHANGED));
+}
+
+// The provider's own word is read from the raw response the usage came in
+// when the explicit field is not set, and stored beside ours on the break.
+TEST_F(LaneTrackerTest, DiagnosticsInTheRawResponseReachTheBreak) {
+  tracker_.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now_);
+  Complete("r1", 0, Usage(0, 20000, 0));
+  v1::Snapshot second = BaseSnapshot("r2", 30);
+  second.mutable_tools()->RemoveLast();
+  tracker_.AddSnapshot(Shared(second), now_);
+  const v1::NormalizedUsage usage = Usage(0, 20000, 0);
+  v1::Usage record = UsageRecord("r2", 32, usage);
+  record.set_raw_usage_json(
+      R"({"usage":{"input_tokens":0},"diagnostics":{"cache_miss_reason":)"
+      R"({"type":"tools_changed","cache_missed_input_tokens":18000}}})");
+  const UsageResult result = tracker_.AddUsage(record, usage, now_);
+  ASSERT_EQ(result.classification.verdict(), v1::VERDICT_BREAK);
+  const v1::PromptCacheBreak& cache_break = result.classification.cache_break();
+  EXPECT_EQ(cache_break.primary_reason(), v1::REASON_TOOLS_REMOVED);
+  EXPECT_EQ(cache_break.provider_miss_reason(), "tools_changed");
+  EXPECT_EQ(cache_break.provider_missed_tokens(), 18000);
+  EXPECT_EQ(cache_break.provider_agreement(), v1::PROVIDER_AGREEMENT_AGREE);
 }
 
 TEST_F(LaneTrackerTest, UnpairedSnapshotExpiresAndReleasesLaterTurns) {
@@ -238,9 +375,11 @@ TEST(LaneTrackerBoundTest, LeastRecentlyUsedLaneIsForgottenAtTheCap) {
   // fresh lane (evicting "a") and pairs with nothing.
   v1::Usage usage = UsageRecord("r-b", 1, Usage(0, 5000, 0));
   usage.set_session_id("b");
-  EXPECT_EQ(
-      tracker.AddUsage(usage, usage.normalized(), 0).classification.verdict(),
-      v1::VERDICT_COLD_START);
+  tracker.AddUsage(usage, usage.normalized(), 0);
+  const std::vector<ClassifiedTurn> released =
+      tracker.Expire(options.usage_grace_us);
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].classification.verdict(), v1::VERDICT_COLD_START);
   EXPECT_EQ(tracker.lane_count(), 2u);
 }
 
@@ -253,10 +392,12 @@ TEST_F(LaneTrackerTest, PendingTurnsPerLaneAreBounded) {
   }
   // Only the last three snapshots are still waiting: r9's usage is
   // classified once r7 and r8 are given up or complete.
+  // r0 was given up: an orphan usage, which at the lane's bound does not
+  // wait for its snapshot either.
   v1::Usage usage = UsageRecord("r0", 1, Usage(0, 5000, 0));
   EXPECT_EQ(tracker.AddUsage(usage, usage.normalized(), now_)
                 .classification.verdict(),
-            v1::VERDICT_COLD_START);  // r0 was given up: an orphan usage.
+            v1::VERDICT_COLD_START);
 }
 
 TEST_F(LaneTrackerTest, RestoredLaneDiffsItsNextTurnAgainstTheRestoredOne) {

@@ -513,7 +513,91 @@ Normalizer NormalizerFor(v1::Provider provider) {
   }
 }
 
+// The reason a diagnostics value names: a string, or an object's "type".
+std::string ReasonWord(const Json* value) {
+  if (value == nullptr) return "";
+  if (value->is_string()) return value->get<std::string>();
+  if (value->is_object()) {
+    const Json* type = Member(*value, "type");
+    if (type != nullptr && type->is_string()) return type->get<std::string>();
+  }
+  return "";
+}
+
+// `value` as a missed-token count, or -1 when it is not a plausible one.
+int64_t MissedTokens(const Json* value) {
+  if (value == nullptr || !value->is_number_integer()) return -1;
+  if (value->is_number_unsigned()) {
+    const uint64_t count = value->get<uint64_t>();
+    return count <= static_cast<uint64_t>(kMaxTokenCount)
+               ? static_cast<int64_t>(count)
+               : -1;
+  }
+  const int64_t count = value->get<int64_t>();
+  return count >= 0 && count <= kMaxTokenCount ? count : -1;
+}
+
+std::optional<v1::ProviderCacheDiagnostics> Diagnostics(std::string reason,
+                                                        int64_t missed) {
+  v1::ProviderCacheDiagnostics diagnostics;
+  diagnostics.set_cache_miss_reason(std::move(reason));
+  if (missed >= 0) diagnostics.set_cache_missed_input_tokens(missed);
+  return BoundedDiagnostics(std::move(diagnostics));
+}
+
 }  // namespace
+
+std::optional<v1::ProviderCacheDiagnostics> BoundedDiagnostics(
+    v1::ProviderCacheDiagnostics diagnostics) {
+  std::string& reason = *diagnostics.mutable_cache_miss_reason();
+  if (reason.size() > kMaxProviderMissReasonBytes) {
+    size_t cut = kMaxProviderMissReasonBytes;
+    // Back to the start of a UTF-8 character.
+    while (cut > 0 &&
+           (static_cast<unsigned char>(reason[cut]) & 0xC0) == 0x80) {
+      --cut;
+    }
+    reason.resize(cut);
+  }
+  if (reason.empty()) return std::nullopt;
+  const int64_t missed = diagnostics.cache_missed_input_tokens();
+  if (missed < 0 || missed > kMaxTokenCount) {
+    diagnostics.clear_cache_missed_input_tokens();
+  }
+  return diagnostics;
+}
+
+std::optional<v1::ProviderCacheDiagnostics> ParseProviderDiagnostics(
+    std::string_view raw_json) {
+  if (raw_json.size() > kMaxRawUsageJsonBytes ||
+      raw_json.find("diagnostics") == std::string_view::npos) {
+    return std::nullopt;
+  }
+  const Json root = Json::parse(raw_json, nullptr, /*allow_exceptions=*/false);
+  if (!root.is_object()) return std::nullopt;
+  if (const Json* anthropic = Member(root, "diagnostics");
+      anthropic != nullptr && anthropic->is_object()) {
+    const Json* reason = Member(*anthropic, "cache_miss_reason");
+    if (std::string word = ReasonWord(reason); !word.empty()) {
+      return Diagnostics(
+          std::move(word),
+          reason->is_object()
+              ? MissedTokens(Member(*reason, "cache_missed_input_tokens"))
+              : -1);
+    }
+  }
+  if (const Json* openai = Member(root, "prompt_cache_diagnostics");
+      openai != nullptr && openai->is_object()) {
+    const std::string outcome = ReasonWord(openai);
+    if (outcome == "cache_miss") {
+      std::string word = ReasonWord(Member(*openai, "reason"));
+      return Diagnostics(word.empty() ? outcome : std::move(word),
+                         MissedTokens(Member(*openai, "cache_missed_tokens")));
+    }
+    if (!outcome.empty()) return Diagnostics(outcome, -1);
+  }
+  return std::nullopt;
+}
 
 absl::StatusOr<v1::NormalizedUsage> NormalizeRawUsage(
     v1::Provider provider, std::string_view raw_json) {

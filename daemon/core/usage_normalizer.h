@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -44,6 +45,34 @@ inline constexpr int64_t kMaxTokenCount = 1'000'000'000'000;
 // always passes ValidateNormalizedUsage.
 absl::StatusOr<v1::NormalizedUsage> NormalizeRawUsage(
     v1::Provider provider, std::string_view raw_json);
+
+// The longest provider miss reason kept, in bytes; longer ones are cut (at a
+// UTF-8 character boundary).
+inline constexpr size_t kMaxProviderMissReasonBytes = 64;
+
+// The provider's own cache diagnostics in `raw_json` when it is the response
+// around the usage (or an object holding the response's diagnostic fields
+// beside "usage"):
+//   Anthropic:  "diagnostics": {"cache_miss_reason": {"type": "tools_changed",
+//               "cache_missed_input_tokens": N}}  (null: no divergence found
+//               or still running -- nothing to report);
+//   OpenAI Responses: "prompt_cache_diagnostics": {"type": "cache_miss",
+//               "reason": "input_changed", "cache_missed_tokens": N}, or a
+//               "type" of cache_hit / comparison_response_not_found /
+//               unavailable, which is then the reason.
+// The reason is kept verbatim (unknown vocabulary too), cut to
+// kMaxProviderMissReasonBytes; a missed-token count that is not an integer in
+// [0, kMaxTokenCount] is left out. Returns nullopt when there are none, or
+// when `raw_json` is not a JSON object of at most kMaxRawUsageJsonBytes:
+// never an error (the usage itself is validated by NormalizeRawUsage).
+std::optional<v1::ProviderCacheDiagnostics> ParseProviderDiagnostics(
+    std::string_view raw_json);
+
+// `diagnostics` bounded as ParseProviderDiagnostics bounds what it parses
+// (e.g. when a client sent them in the explicit field); nullopt when the
+// reason is empty.
+std::optional<v1::ProviderCacheDiagnostics> BoundedDiagnostics(
+    v1::ProviderCacheDiagnostics diagnostics);
 
 // Checks an already-normalized usage (e.g. one a client sent): every count is
 // in [0, kMaxTokenCount] and cache_write_5m + cache_write_1h <= cache_write.

@@ -1,6 +1,7 @@
 #include "daemon/core/usage_normalizer.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -525,6 +526,101 @@ TEST(UsageNormalizerTest, PromptTotalExcludesOutput) {
   usage.set_cache_write_1h_tokens(1000);
   usage.set_output_tokens(300);
   EXPECT_EQ(PromptTotalTokens(usage), 21050);
+}
+
+struct DiagnosticsCase {
+  const char* name;
+  const char* raw_json;
+  const char* reason;     // nullptr: no diagnostics.
+  int64_t missed_tokens;  // -1: not reported.
+};
+
+const DiagnosticsCase kDiagnosticsCases[] = {
+    {"anthropic_response",
+     R"({"id":"msg_1","usage":{"input_tokens":5},"diagnostics":{)"
+     R"("cache_miss_reason":{"type":"tools_changed",)"
+     R"("cache_missed_input_tokens":19000}}})",
+     "tools_changed", 19000},
+    {"anthropic_not_found_has_no_tokens",
+     R"({"usage":{},"diagnostics":{"cache_miss_reason":)"
+     R"({"type":"previous_message_not_found"}}})",
+     "previous_message_not_found", -1},
+    {"anthropic_null_reason_is_nothing_to_report",
+     R"({"usage":{},"diagnostics":{"cache_miss_reason":null}})", nullptr, -1},
+    {"anthropic_unknown_vocabulary_kept_verbatim",
+     R"({"diagnostics":{"cache_miss_reason":{"type":"speed_changed",)"
+     R"("cache_missed_input_tokens":7}}})",
+     "speed_changed", 7},
+    {"openai_cache_miss",
+     R"({"usage":{"input_tokens":4000},"prompt_cache_diagnostics":{)"
+     R"("type":"cache_miss","reason":"input_changed",)"
+     R"("cache_missed_tokens":3072,"comparison_reusable_tokens":4000}})",
+     "input_changed", 3072},
+    {"openai_outcome_is_the_word",
+     R"({"prompt_cache_diagnostics":{"type":"comparison_response_not_found"}})",
+     "comparison_response_not_found", -1},
+    {"openai_cache_hit", R"({"prompt_cache_diagnostics":{"type":"cache_hit"}})",
+     "cache_hit", -1},
+    {"negative_tokens_left_out",
+     R"({"diagnostics":{"cache_miss_reason":{"type":"tools_changed",)"
+     R"("cache_missed_input_tokens":-5}}})",
+     "tools_changed", -1},
+    {"absurd_tokens_left_out",
+     R"({"diagnostics":{"cache_miss_reason":{"type":"tools_changed",)"
+     R"("cache_missed_input_tokens":99999999999999999999}}})",
+     "tools_changed", -1},
+    {"float_tokens_left_out",
+     R"({"prompt_cache_diagnostics":{"type":"cache_miss",)"
+     R"("reason":"tools_changed","cache_missed_tokens":1.5}})",
+     "tools_changed", -1},
+    {"reason_of_the_wrong_type_is_nothing",
+     R"({"diagnostics":{"cache_miss_reason":42}})", nullptr, -1},
+    {"usage_object_alone_has_none", R"({"input_tokens":5})", nullptr, -1},
+    {"malformed_json_is_nothing", R"({"diagnostics":)", nullptr, -1},
+    {"not_an_object_is_nothing", R"(["diagnostics"])", nullptr, -1},
+};
+
+class ProviderDiagnosticsTest
+    : public ::testing::TestWithParam<DiagnosticsCase> {};
+
+TEST_P(ProviderDiagnosticsTest, ParsesTheProvidersOwnWord) {
+  const DiagnosticsCase& c = GetParam();
+  const std::optional<v1::ProviderCacheDiagnostics> diagnostics =
+      ParseProviderDiagnostics(c.raw_json);
+  if (c.reason == nullptr) {
+    EXPECT_FALSE(diagnostics.has_value());
+    return;
+  }
+  ASSERT_TRUE(diagnostics.has_value());
+  EXPECT_EQ(diagnostics->cache_miss_reason(), c.reason);
+  EXPECT_EQ(diagnostics->cache_missed_input_tokens(),
+            c.missed_tokens < 0 ? 0 : c.missed_tokens);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, ProviderDiagnosticsTest, ::testing::ValuesIn(kDiagnosticsCases),
+    [](const ::testing::TestParamInfo<DiagnosticsCase>& info) {
+      return std::string(info.param.name);
+    });
+
+TEST(ProviderDiagnosticsBoundTest, LongReasonsAreCutAtACharacterBoundary) {
+  // 63 ASCII bytes then a 2-byte character straddling byte 64.
+  const std::string reason = std::string(63, 'a') + "\u00e9tail";
+  const std::optional<v1::ProviderCacheDiagnostics> diagnostics =
+      ParseProviderDiagnostics(
+          R"({"diagnostics":{"cache_miss_reason":{"type":")" + reason +
+          R"("}}})");
+  ASSERT_TRUE(diagnostics.has_value());
+  EXPECT_EQ(diagnostics->cache_miss_reason(), std::string(63, 'a'));
+  v1::ProviderCacheDiagnostics explicit_field;
+  explicit_field.set_cache_miss_reason(std::string(1000, 'x'));
+  explicit_field.set_cache_missed_input_tokens(-3);
+  const std::optional<v1::ProviderCacheDiagnostics> bounded =
+      BoundedDiagnostics(explicit_field);
+  ASSERT_TRUE(bounded.has_value());
+  EXPECT_EQ(bounded->cache_miss_reason().size(), kMaxProviderMissReasonBytes);
+  EXPECT_EQ(bounded->cache_missed_input_tokens(), 0);
+  EXPECT_FALSE(BoundedDiagnostics(v1::ProviderCacheDiagnostics()).has_value());
 }
 
 }  // namespace

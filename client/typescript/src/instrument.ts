@@ -18,7 +18,7 @@ import { Reporter } from './reporter.js';
 import { ModelRequest, SnapshotBuilder } from './snapshot_builder.js';
 import { reportUsageOf, UsageSeen } from './stream_tap.js';
 import { Tool, ToolOrder } from './tool_order.js';
-import { Provider, Snapshot, toTimestamp } from './types.js';
+import { Breakpoint, Provider, Snapshot, toTimestamp } from './types.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 type Json = any;
@@ -64,6 +64,46 @@ export interface RequestShape {
   describe(params: Json): Pick<ModelRequest, 'systemPrompt' | 'messageBlocks' | 'options' | 'cacheControl'>;
   /** Gathers a stream event's usage into `seen`; true on the final event. */
   observe(event: Json, seen: UsageSeen): boolean;
+  /** The cache_control a tool definition carries (a breakpoint on that tool), if the API has them. */
+  toolCacheControl?(tool: Json): Json;
+  /**
+   * The tool definition as the cache sees it (e.g. without its cache_control
+   * marker, which is reported as a breakpoint instead); default: as sent.
+   */
+  cachedDefinition?(tool: Json): Json;
+}
+
+/** A tool of the request: what the snapshot hashes, and the definition as sent. */
+interface RequestTool extends Tool { sent: Json }
+
+/** A breakpoint's TTL in seconds from its cache_control ({"ttl": "1h"}); 0: the default. */
+export function breakpointTtl(cacheControl: Json): number {
+  return cacheControl?.ttl === '1h' ? 3600 : 0;
+}
+
+/**
+ * Adds the tools' breakpoints, placed in the snapshot's tool list as sent, in
+ * front of the other segments' (prompt order: tools, system, messages).
+ */
+function addToolBreakpoints(shape: RequestShape, snapshot: Snapshot, tools: Tool[]): void {
+  if (!shape.toolCacheControl) return;
+  const marks = new Map<string, Json>();
+  for (const t of tools) {
+    const mark = t.shouldDefer ? undefined : shape.toolCacheControl((t as RequestTool).sent);
+    if (mark) marks.set(t.name, mark);
+  }
+  if (!marks.size) return;
+  const refs = snapshot.tools ?? [];
+  const breakpoints: Breakpoint[] = [];
+  refs.forEach((ref, index) => {
+    if (!marks.has(ref.name)) return;
+    breakpoints.push({
+      segment: 'PROMPT_SEGMENT_TOOLS', index, blocks_after: refs.length - 1 - index,
+      ttl_seconds: breakpointTtl(marks.get(ref.name)),
+    });
+  });
+  const control = snapshot.cache_control ?? { enabled: true };
+  snapshot.cache_control = { ...control, enabled: true, breakpoints: [...breakpoints, ...(control.breakpoints ?? [])] };
 }
 
 /** The snapshot's tools in the order `tools` has them (the builder lists them in its policy's order). */
@@ -75,15 +115,18 @@ function asRegistered(ctx: InstrumentContext, snapshot: Snapshot, tools: Tool[])
   snapshot.tool_order_policy = 'TOOL_ORDER_POLICY_REGISTRATION';
 }
 
-function toolsOf(shape: RequestShape, params: Json): Tool[] {
-  return (params.tools ?? []).map((t: Json) => ({ name: shape.toolName(t), definition: t, shouldDefer: !!t?.defer_loading }));
+function toolsOf(shape: RequestShape, params: Json): RequestTool[] {
+  return (params.tools ?? []).map((t: Json) => ({
+    name: shape.toolName(t), definition: shape.cachedDefinition ? shape.cachedDefinition(t) : t,
+    shouldDefer: !!t?.defer_loading, sent: t,
+  }));
 }
 
 /** The params to send: params.tools ordered by the policy (all of them), unless applyToolOrder is false. */
-function orderedParams(ctx: InstrumentContext, params: Json, tools: Tool[]): Json {
+function orderedParams(ctx: InstrumentContext, params: Json, tools: RequestTool[]): Json {
   if (ctx.opts.applyToolOrder === false || !tools.length) return params;
   const ordered = ctx.state.builder.orderTools(tools, { includeDeferred: true });
-  return { ...params, tools: ordered.map((t) => t.definition) };
+  return { ...params, tools: ordered.map((t) => t.sent) };
 }
 
 /** Builds and reports the snapshot; throws when it cannot be built. */
@@ -92,6 +135,7 @@ function reportSnapshot(ctx: InstrumentContext, shape: RequestShape, params: Jso
     requestId, provider: ctx.provider, model: params.model, tools, ...shape.describe(params),
   });
   if (ctx.opts.applyToolOrder === false) asRegistered(ctx, snapshot, tools);
+  addToolBreakpoints(shape, snapshot, tools);
   ctx.reporter.reportSnapshot(snapshot);
 }
 
@@ -113,12 +157,14 @@ export function instrumentCreate(owner: Json, ctx: InstrumentContext, shape: Req
     }
     const result = original(sendParams, ...rest);
     if (requestId) {
-      const report = (usage: Json, model: unknown) => {
+      // With the provider's diagnostics, the usage goes as the response
+      // around it ({"usage": ..., "diagnostics": ...}), which the daemon reads.
+      const report = (usage: Json, model: unknown, diagnostics?: Record<string, Json>) => {
         ctx.reporter.reportUsage({
           agent: ctx.opts.agent, session_id: ctx.opts.sessionId, lane: ctx.opts.lane ?? '', request_id: requestId,
           response_time: toTimestamp(), provider: ctx.provider,
           model: typeof model === 'string' && model ? model : params.model,
-          raw_usage_json: JSON.stringify(usage),
+          raw_usage_json: JSON.stringify(diagnostics ? { usage, ...diagnostics } : usage),
         });
       };
       reportUsageOf(result, Boolean(params?.stream), report, shape.observe);

@@ -8,10 +8,12 @@
 // Usage: the response's `usage`, verbatim. Streaming: chat completions report
 // the usage of the last chunk that carries `usage` (the request needs
 // stream_options.include_usage); the Responses API reports response.completed's
-// (or .incomplete / .failed) response.usage.
+// (or .incomplete / .failed) response.usage. A Responses response's
+// prompt_cache_diagnostics go with the usage.
 import { canonicalJson } from './canonical_json.js';
 import { instrumentContext, instrumentCreate, Instrumented, InstrumentOptions, RequestShape } from './instrument.js';
 import { Reporter } from './reporter.js';
+import { diagnosticsOf } from './stream_tap.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 type Json = any;
@@ -112,6 +114,8 @@ const RESPONSES: RequestShape = {
     if (FINAL_RESPONSE_EVENTS.has(event?.type) && event.response?.usage) {
       seen.usage = event.response.usage;
       seen.model = event.response.model;
+      const diagnostics = diagnosticsOf(event.response);
+      if (diagnostics) seen.diagnostics = diagnostics;
       return true;
     }
     return false;

@@ -36,6 +36,22 @@ export interface ModelRequest {
   expectedDrop?: ExpectedDrop;
 }
 
+/**
+ * `control` with each breakpoint's blocks_after filled, where unset, from its
+ * segment's length (C++ SnapshotBuilder does the same): 0 for a breakpoint on
+ * the segment's last block, which stays "at the end" whatever the length.
+ */
+function withBlocksAfter(control: CacheControl, lengths: Record<string, number>): CacheControl {
+  if (!control.breakpoints?.length) return control;
+  return {
+    ...control,
+    breakpoints: control.breakpoints.map((b) => {
+      const length = lengths[b.segment] ?? 0;
+      return b.blocks_after !== undefined || b.index >= length ? b : { ...b, blocks_after: length - 1 - b.index };
+    }),
+  };
+}
+
 export class SnapshotBuilderError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -149,7 +165,13 @@ export class SnapshotBuilder {
       tool_order_policy: this.toolOrder.isExplicit
         ? 'TOOL_ORDER_POLICY_EXPLICIT' : 'TOOL_ORDER_POLICY_LEXICOGRAPHIC',
     };
-    if (req.cacheControl) snapshot.cache_control = req.cacheControl;
+    if (req.cacheControl) {
+      snapshot.cache_control = withBlocksAfter(req.cacheControl, {
+        PROMPT_SEGMENT_TOOLS: toolRefs.length,
+        PROMPT_SEGMENT_SYSTEM: snapshot.system_sections?.length ?? 0,
+        PROMPT_SEGMENT_MESSAGES: req.messageBlocks?.length ?? 0,
+      });
+    }
     return snapshot;
   }
 }

@@ -107,6 +107,25 @@ export function watchParsed(result: Json, onData: (data: Json) => void): void {
 export interface UsageSeen {
   usage: Json;
   model: unknown;
+  /** The provider's cache diagnostics, by the response field that held them. */
+  diagnostics?: Record<string, Json>;
+}
+
+/**
+ * The response fields that carry the provider's own cache diagnostics:
+ * Anthropic's `diagnostics` (with `cache_miss_reason`), OpenAI Responses'
+ * `prompt_cache_diagnostics`. Passed to the daemon verbatim beside the usage.
+ */
+export const DIAGNOSTIC_FIELDS = ['diagnostics', 'prompt_cache_diagnostics'] as const;
+
+/** The diagnostic fields `response` carries (not null), or undefined. */
+export function diagnosticsOf(response: Json): Record<string, Json> | undefined {
+  let found: Record<string, Json> | undefined;
+  for (const field of DIAGNOSTIC_FIELDS) {
+    const value = response?.[field];
+    if (value !== undefined && value !== null) (found ??= {})[field] = value;
+  }
+  return found;
 }
 
 /**
@@ -116,21 +135,21 @@ export interface UsageSeen {
  * stream ends. Never throws into the caller.
  */
 export function reportUsageOf(result: Json, stream: boolean,
-    report: (usage: Json, model: unknown) => void,
+    report: (usage: Json, model: unknown, diagnostics?: Record<string, Json>) => void,
     observe: (event: Json, seen: UsageSeen) => boolean): void {
   let reported = false;
-  const once = (usage: Json, model: unknown) => {
-    if (!reported && usage) { reported = true; report(usage, model); }
+  const once = (usage: Json, model: unknown, diagnostics?: Record<string, Json>) => {
+    if (!reported && usage) { reported = true; report(usage, model, diagnostics); }
   };
   watchParsed(result, (data: Json) => {
     if (!stream) {
-      once(data?.usage, data?.model);
+      once(data?.usage, data?.model, diagnosticsOf(data));
       return;
     }
     const seen: UsageSeen = { usage: null, model: undefined };
     tapAsyncIterable(data, {
-      observe(event: Json) { if (observe(event, seen)) once(seen.usage, seen.model); },
-      finish() { once(seen.usage, seen.model); },
+      observe(event: Json) { if (observe(event, seen)) once(seen.usage, seen.model, seen.diagnostics); },
+      finish() { once(seen.usage, seen.model, seen.diagnostics); },
     });
   });
 }

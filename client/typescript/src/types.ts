@@ -22,6 +22,8 @@ export interface Breakpoint {
   segment: 'PROMPT_SEGMENT_UNSPECIFIED' | 'PROMPT_SEGMENT_TOOLS' | 'PROMPT_SEGMENT_SYSTEM' | 'PROMPT_SEGMENT_MESSAGES';
   index: number;
   ttl_seconds?: number;
+  /** Blocks of the segment after the marked one; 0: on the segment's last block. */
+  blocks_after?: number;
 }
 export interface CacheControl {
   enabled: boolean;

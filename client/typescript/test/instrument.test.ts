@@ -89,7 +89,8 @@ test('instrumentOpenAI responses, streaming: every event passes through, respons
     { type: 'response.output_text.delta', sequence_number: 1, item_id: 'msg_1', output_index: 0, content_index: 0, delta: 'hi' },
     { type: 'response.output_text.done', sequence_number: 2, item_id: 'msg_1', output_index: 0, content_index: 0, text: 'hi' },
     { type: 'response.completed', sequence_number: 3,
-      response: { id: 'resp_1', status: 'completed', model: 'gpt-5-2025-08-07', usage } },
+      response: { id: 'resp_1', status: 'completed', model: 'gpt-5-2025-08-07', usage,
+        prompt_cache_diagnostics: { type: 'cache_hit' } } },
   ];
   const expected = structuredClone(events);
   const sent: any[] = [];
@@ -108,6 +109,9 @@ test('instrumentOpenAI responses, streaming: every event passes through, respons
   assert.deepEqual(sent[0].tools.map((t: any) => t.name), ['alpha', 'zeta']);
   await drain(reporter, 2);
   assert.deepEqual(await turns('oa-responses', 1), ['r0|1|3072|5']);
+  // OpenAI's own diagnostics go to the daemon beside the usage.
+  const raw = JSON.parse(sql(`SELECT raw_usage_json FROM turns WHERE session_id = 'oa-responses'`)[0]);
+  assert.deepEqual(raw, { usage, prompt_cache_diagnostics: { type: 'cache_hit' } });
 });
 
 test('instrumentAnthropic, streaming: every event passes through, message_start + message_delta usage reported', async () => {
@@ -164,4 +168,49 @@ test('instrumentOpenAI chat: tools registered in different orders, no tools_orde
   await new Promise((r) => setTimeout(r, 300));
   assert.ok(!breaks('oa-order').includes('tools_order_changed'));
   assert.deepEqual(breaks('oa-order'), []);
+});
+
+// Claude Code's layout: cache_control on the last tool and on the last system
+// block. The second turn adds a tool (the breakpoint stays on the last one);
+// its message_start carries Anthropic's cache diagnostics. The daemon must
+// blame tools_added (not cache_control_changed) and store the provider's word.
+test('instrumentAnthropic: breakpoint on the last tool follows it; diagnostics reach the break', async () => {
+  const reporter = new Reporter({ address: d.address });
+  const tool = (name: string, last: boolean) => ({
+    name, description: `${name} `.repeat(400), input_schema: { type: 'object', properties: {} },
+    ...(last ? { cache_control: { type: 'ephemeral' } } : {}),
+  });
+  const turn = (usage: any, diagnostics: any) => [
+    { type: 'message_start', message: { id: 'msg', type: 'message', role: 'assistant', model: 'claude-sonnet-4-5',
+      content: [], stop_reason: null, usage, ...(diagnostics ? { diagnostics } : {}) } },
+    { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 9 } },
+    { type: 'message_stop' },
+  ];
+  const replies = [
+    turn({ input_tokens: 5, cache_read_input_tokens: 0, cache_creation_input_tokens: 30000, output_tokens: 1 }, null),
+    turn({ input_tokens: 5, cache_read_input_tokens: 0, cache_creation_input_tokens: 31000, output_tokens: 1 },
+      { cache_miss_reason: { type: 'tools_changed', cache_missed_input_tokens: 29000 } }),
+  ];
+  const sent: any[] = [];
+  const fake = { messages: { create: async (p: any) => { sent.push(p); return iterate(replies[sent.length - 1]); } } };
+  let n = 0;
+  const client = instrumentAnthropic(fake, reporter, {
+    agent: AGENT, sessionId: 'an-breakpoint', requestId: () => `b${n++}`, applyToolOrder: false,
+  });
+  const system = [{ type: 'text', text: 'You are an agent.', cache_control: { type: 'ephemeral' } }];
+  const messages = [{ role: 'user', content: 'hi' }];
+  for (const tools of [[tool('Bash', false), tool('Read', true)],
+    [tool('Bash', false), tool('Read', false), tool('Write', true)]]) {
+    const stream: any = await client.messages.create({
+      model: 'claude-sonnet-4-5', max_tokens: 100, stream: true, system, tools, messages,
+    });
+    for await (const e of stream) void e;
+  }
+  await drain(reporter, 4);
+  const got = await daemon.waitForBreaks(d.db, 'an-breakpoint', 1);
+  assert.deepEqual(got, ['tools_added']);
+  assert.deepEqual(sql(`SELECT provider_miss_reason, provider_missed_tokens, provider_agreement
+    FROM prompt_cache_breaks WHERE session_id = 'an-breakpoint'`), ['tools_changed|29000|agree']);
+  const raw = JSON.parse(sql(`SELECT raw_usage_json FROM turns WHERE session_id = 'an-breakpoint' AND request_id = 'b1'`)[0]);
+  assert.deepEqual(raw.diagnostics, { cache_miss_reason: { type: 'tools_changed', cache_missed_input_tokens: 29000 } });
 });

@@ -96,7 +96,11 @@ struct ModelRequest {
   // Optional. The other cache-keying request options (betas, thinking,
   // effort, tool_choice, ...) as one JSON text. Empty: not reported.
   std::string_view options_json{};
-  // Optional. The request's cache_control layout.
+  // Optional. The request's cache_control layout. Breakpoint indexes are
+  // into the snapshot's tools (in the builder's order), the message blocks,
+  // or the system sections; the builder fills each breakpoint's
+  // blocks_after (left unset when the index is past its segment, or for a
+  // system breakpoint when no sections are named).
   std::optional<v1::CacheControl> cache_control{};
   // Optional. Set when the agent knowingly resets its cache on this turn.
   v1::ExpectedDrop expected_drop = v1::EXPECTED_DROP_UNSPECIFIED;
