@@ -21,10 +21,11 @@
 namespace cachewatch::testing {
 
 // The PostgreSQL server shared by every test of this binary (started on
-// first use); null when it cannot run.
+// first use, stopped at exit); null when it cannot run.
 PostgresProcess* SharedPostgres() {
-  static PostgresProcess* const server = PostgresProcess::Start().release();
-  return server;
+  static const std::unique_ptr<PostgresProcess> server =
+      PostgresProcess::Start();
+  return server.get();
 }
 
 namespace {
