@@ -2,15 +2,18 @@
 #   make run    install dependencies, build, start cachewatchd on ./cachewatch.db
 #   make test   install dependencies, then every test, as CI runs them: the
 #               whole suite built with AddressSanitizer + UBSan (build-asan),
-#               the concurrent parts with ThreadSanitizer (build-tsan), and
-#               each fuzzer for FUZZ_SECONDS (build-fuzz)
+#               the concurrent parts with ThreadSanitizer (build-tsan),
+#               each fuzzer for FUZZ_SECONDS (build-fuzz), and a clean
+#               compile of the Debug and Release build types (build-debug,
+#               build-release), all with -Werror
+# A plain `cmake` build (`make build`, a release) does not use -Werror.
 # While developing:
 #   make check  build without sanitizers in $(BUILD) and run the whole suite
 BUILD ?= build
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: deps configure build test check sanitize run bench fuzz format clean
+.PHONY: deps configure build test check sanitize configs run bench fuzz format clean
 
 deps:
 	$(SUDO) bash scripts/install-deps.sh
@@ -21,10 +24,16 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-test: sanitize fuzz
+test: sanitize fuzz configs
 
-check: build
+check: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCACHEWATCH_WERROR=ON
+	cmake --build $(BUILD) -j$(JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+# scripts/build-configs.sh: Debug and Release from clean, -Werror, no tests run.
+configs: deps
+	JOBS=$(JOBS) bash scripts/build-configs.sh all
 
 # scripts/run-sanitizers.sh: ASan + UBSan over every test, TSan over the
 # tracker/pipeline, store and reporter tests.

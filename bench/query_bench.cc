@@ -1,6 +1,6 @@
 // query_bench: the postmortem queries on a store of 10 M turns.
 //
-// Builds a store with the store's own schema (Store::Open runs the
+// Builds a store with the store's own schema (SqliteStore::Open runs the
 // migrations), then fills it with --turns turns as the daemon would have
 // written them over 30 days ending now: ~50 turns per lane, one to three
 // lanes per session, 12 agents, 5 models, 64 distinct tool lists of 40-60
@@ -9,8 +9,8 @@
 // (TTL expiry after a long gap, tool order flips, schema edits, system and
 // message changes, model switches), each with its serialized event. Rows are
 // written in request-time order, as they arrive, by the store's own
-// statements (daemon/store/write_statements.h: a turn's snapshot, usage and
-// verdict upserts, a break's insert) in large transactions; the secondary
+// statements (daemon/store/sqlite/write_statements.h: a turn's snapshot, usage
+// and verdict upserts, a break's insert) in large transactions; the secondary
 // indexes are dropped first and recreated from the schema's own SQL
 // afterwards (the unique key stays throughout).
 //
@@ -19,8 +19,8 @@
 // as :since_us relative to the newest turn, since the database may be older
 // than the run) and over the whole store (:since_us = 0), printing each
 // one's EXPLAIN QUERY PLAN; and the daemon's
-// own queries through Store: ListBreaks (first page; by agent; by agent and
-// reason; by session; the next page), ExplainBreak, LaneTimeline,
+// own queries through SqliteStore: ListBreaks (first page; by agent; by agent
+// and reason; by session; the next page), ExplainBreak, LaneTimeline,
 // FindClassification and LoadRecentLanes (a restart). Each is run
 // kRepeats times; the slowest run is reported and checked against the
 // target (< 1 s).
@@ -43,6 +43,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -51,9 +52,10 @@
 
 #include "daemon/core/classifier.h"
 #include "daemon/core/provider_traits.h"
-#include "daemon/store/columns.h"
-#include "daemon/store/store.h"
-#include "daemon/store/write_statements.h"
+#include "daemon/store/sqlite/columns.h"
+#include "daemon/store/sqlite/sqlite_store.h"
+#include "daemon/store/sqlite/write_statements.h"
+#include "daemon/util/temp_dir.h"
 
 namespace cachewatch::bench {
 namespace {
@@ -661,9 +663,10 @@ void Expect(const absl::StatusOr<T>& result, const char* what) {
 void RunStoreQueries(const std::string& path, sqlite3* db, int64_t now_us) {
   StoreOptions options;
   options.path = path;
-  absl::StatusOr<std::unique_ptr<Store>> opened = Store::Open(options);
-  Expect(opened, "Store::Open");
-  Store& store = **opened;
+  absl::StatusOr<std::unique_ptr<SqliteStore>> opened =
+      SqliteStore::Open(options);
+  Expect(opened, "SqliteStore::Open");
+  SqliteStore& store = **opened;
 
   // Breaks and lanes picked from the last day, as a postmortem would.
   const std::string recent = std::to_string(now_us - 24 * 3600 * kSecondUs);
@@ -772,12 +775,10 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "query_bench: --sql_dir is required\n");
     return 2;
   }
-  std::filesystem::path temporary;
+  std::optional<TempDir> temporary;
   if (db_path.empty()) {
-    char pattern[] = "/tmp/cachewatch-query-bench.XXXXXX";
-    if (mkdtemp(pattern) == nullptr) return 1;
-    temporary = pattern;
-    db_path = (temporary / "bench.db").string();
+    temporary.emplace("cachewatch-query-bench");
+    db_path = temporary->File("bench.db");
   }
   const int64_t now_us =
       std::chrono::duration_cast<std::chrono::microseconds>(
@@ -797,7 +798,8 @@ int Main(int argc, char** argv) {
     {
       StoreOptions options;
       options.path = partial;
-      Expect(Store::Open(options), "Store::Open");  // Creates and migrates.
+      Expect(SqliteStore::Open(options),
+             "SqliteStore::Open");  // Creates and migrates.
     }
     Check(sqlite3_open(partial.c_str(), &db), db, "open");
     const auto start = Clock::now();
@@ -812,7 +814,7 @@ int Main(int argc, char** argv) {
     StoreOptions options;
     options.path = db_path;
     // Brings it to this build's schema (indexes included) before timing.
-    Expect(Store::Open(options), "Store::Open");
+    Expect(SqliteStore::Open(options), "SqliteStore::Open");
   }
 
   // A fresh connection, as the sqlite3 shell or Grafana would use.
@@ -855,7 +857,6 @@ int Main(int argc, char** argv) {
                 kTargetSeconds, pass ? "PASS" : "FAIL");
   }
   std::printf("queries: %s\n", all_pass ? "PASS" : "FAIL");
-  if (!temporary.empty()) std::filesystem::remove_all(temporary);
   return 0;
 }
 

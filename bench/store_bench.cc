@@ -1,9 +1,9 @@
-// store_bench: rows/s of Store::Write against raw SQLite in the same run.
+// store_bench: rows/s of SqliteStore::Write against raw SQLite in the same run.
 //
 // Both sides write the same turns (records.h: a 50-tool snapshot, a usage
 // with raw JSON, an OK classification; three rows of work per turn) to a
 // fresh WAL database with synchronous=NORMAL on the same disk:
-//   - store: kWriters threads each call Store::Write with batches of
+//   - store: kWriters threads each call SqliteStore::Write with batches of
 //     kTurnsPerWrite turns, as stream handlers do; group commit joins them.
 //   - raw: one thread, prepared statements, kRowsPerTransaction rows per
 //     transaction, into tables of the store's shape (turns with its unique
@@ -31,7 +31,8 @@
 #include <vector>
 
 #include "bench/records.h"
-#include "daemon/store/store.h"
+#include "daemon/store/sqlite/sqlite_store.h"
+#include "daemon/util/temp_dir.h"
 
 namespace cachewatch::bench {
 namespace {
@@ -79,12 +80,13 @@ std::vector<StoreWrite> WritesOf(const Turn& turn) {
   return writes;
 }
 
-// Rows (3 per turn) per second through Store::Write.
+// Rows (3 per turn) per second through SqliteStore::Write.
 double RunStore(const std::string& path,
                 const std::vector<std::vector<Turn>>& turns) {
   StoreOptions options;
   options.path = path;
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options);
+  absl::StatusOr<std::unique_ptr<SqliteStore>> store =
+      SqliteStore::Open(options);
   if (!store.ok()) {
     std::fprintf(stderr, "store_bench: %s\n",
                  store.status().ToString().c_str());
@@ -357,13 +359,8 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  std::string dir_template =
-      (std::filesystem::temp_directory_path() / "store_bench.XXXXXX").string();
-  if (mkdtemp(dir_template.data()) == nullptr) {
-    std::perror("store_bench: mkdtemp");
-    return 1;
-  }
-  const std::filesystem::path dir = dir_template;
+  const TempDir temp_dir("store_bench");
+  const std::filesystem::path dir = temp_dir.path();
   std::vector<std::vector<Turn>> turns;
   for (int w = 0; w < kWriters; ++w) {
     turns.push_back(MakeTurns(w, turns_per_writer));
@@ -374,10 +371,10 @@ int Main(int argc, char** argv) {
     raw_rate = raw.Run(turns);
   }
   const double store_rate = RunStore((dir / "store.db").string(), turns);
-  std::filesystem::remove_all(dir);
   const double ratio = store_rate / raw_rate;
   std::printf(
-      "store_bench: %d turns x 3 rows; Store::Write %.0f rows/s (%d writers, "
+      "store_bench: %d turns x 3 rows; SqliteStore::Write %.0f rows/s (%d "
+      "writers, "
       "%d turns/Write), raw SQLite %.0f rows/s (%d rows/transaction); ratio "
       "%.2f (target >= %.2f) %s\n",
       kWriters * turns_per_writer, store_rate, kWriters, kTurnsPerWrite,

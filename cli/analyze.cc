@@ -10,7 +10,7 @@
 #include "cli/format.h"
 #include "daemon/core/classifier.h"
 #include "daemon/core/lane_tracker.h"
-#include "daemon/ingest/validation.h"
+#include "daemon/pipeline/validation.h"
 
 namespace cachewatch::cli {
 namespace {

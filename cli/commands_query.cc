@@ -14,6 +14,7 @@
 #include "cli/daemon_connection.h"
 #include "cli/format.h"
 #include "daemon/core/classifier.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch::cli {
 namespace {
@@ -48,20 +49,18 @@ absl::StatusOr<v1::Reason> ReasonFilter(const Filters& filters) {
 // tail ----------------------------------------------------------------------
 
 absl::Status RunTail(const GlobalOptions& global, const Filters& filters) {
-  absl::StatusOr<v1::Reason> reason = ReasonFilter(filters);
-  if (!reason.ok()) return reason.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(v1::Reason reason, ReasonFilter(filters));
   v1::WatchBreaksRequest request;
   request.set_agent(filters.agent);
   request.set_model(filters.model);
-  request.set_reason(*reason);
+  request.set_reason(reason);
   request.set_session_id(filters.session);
-  absl::StatusOr<std::unique_ptr<v1::CacheWatch::Stub>> stub =
-      ConnectToDaemon(global);
-  if (!stub.ok()) return stub.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(std::unique_ptr<v1::CacheWatch::Stub> stub,
+                              ConnectToDaemon(global));
   grpc::ClientContext context;
   Authorize(context, global);
   std::unique_ptr<grpc::ClientReader<v1::PromptCacheBreak>> reader =
-      (*stub)->WatchBreaks(&context, request);
+      stub->WatchBreaks(&context, request);
   v1::PromptCacheBreak cache_break;
   while (reader->Read(&cache_break)) {
     std::cout << BreakLine(cache_break) << std::endl;
@@ -83,9 +82,8 @@ struct BreaksOptions {
 absl::StatusOr<v1::ListBreaksRequest> ListRequest(
     const BreaksOptions& options) {
   v1::ListBreaksRequest request;
-  absl::StatusOr<v1::Reason> reason = ReasonFilter(options.filters);
-  if (!reason.ok()) return reason.status();
-  request.set_reason(*reason);
+  CACHEWATCH_ASSIGN_OR_RETURN(v1::Reason reason, ReasonFilter(options.filters));
+  request.set_reason(reason);
   request.set_agent(options.filters.agent);
   request.set_model(options.filters.model);
   request.set_session_id(options.filters.session);
@@ -94,31 +92,29 @@ absl::StatusOr<v1::ListBreaksRequest> ListRequest(
     const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
-    absl::StatusOr<google::protobuf::Timestamp> since =
-        ParseSince(options.since, now);
-    if (!since.ok()) return since.status();
-    *request.mutable_since() = *since;
+    CACHEWATCH_ASSIGN_OR_RETURN(google::protobuf::Timestamp since,
+                                ParseSince(options.since, now));
+    *request.mutable_since() = since;
   }
   return request;
 }
 
 absl::Status RunBreaks(const GlobalOptions& global,
                        const BreaksOptions& options) {
-  absl::StatusOr<v1::ListBreaksRequest> request = ListRequest(options);
-  if (!request.ok()) return request.status();
-  absl::StatusOr<std::unique_ptr<v1::CacheWatch::Stub>> stub =
-      ConnectToDaemon(global);
-  if (!stub.ok()) return stub.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(v1::ListBreaksRequest request,
+                              ListRequest(options));
+  CACHEWATCH_ASSIGN_OR_RETURN(std::unique_ptr<v1::CacheWatch::Stub> stub,
+                              ConnectToDaemon(global));
   std::vector<v1::PromptCacheBreak> breaks;
   while (breaks.size() < static_cast<size_t>(options.limit)) {
-    request->set_page_size(
+    request.set_page_size(
         std::min<int>(kMaxPageSize, options.limit - breaks.size()));
     grpc::ClientContext context;
     context.set_deadline(UnaryDeadline(global));
     Authorize(context, global);
     v1::ListBreaksResponse response;
     if (absl::Status status =
-            FromRpcStatus((*stub)->ListBreaks(&context, *request, &response),
+            FromRpcStatus(stub->ListBreaks(&context, request, &response),
                           "ListBreaks", global);
         !status.ok()) {
       return status;
@@ -126,7 +122,7 @@ absl::Status RunBreaks(const GlobalOptions& global,
     breaks.insert(breaks.end(), response.breaks().begin(),
                   response.breaks().end());
     if (response.next_page_token().empty()) break;
-    request->set_page_token(response.next_page_token());
+    request.set_page_token(response.next_page_token());
   }
   if (breaks.size() > static_cast<size_t>(options.limit)) {
     breaks.resize(options.limit);
@@ -136,9 +132,8 @@ absl::Status RunBreaks(const GlobalOptions& global,
     return absl::OkStatus();
   }
   for (const v1::PromptCacheBreak& cache_break : breaks) {
-    absl::StatusOr<std::string> json = ToJsonLine(cache_break);
-    if (!json.ok()) return json.status();
-    std::cout << *json << "\n";
+    CACHEWATCH_ASSIGN_OR_RETURN(std::string json, ToJsonLine(cache_break));
+    std::cout << json << "\n";
   }
   return absl::OkStatus();
 }
@@ -152,17 +147,15 @@ struct ExplainOptions {
 
 absl::Status RunExplain(const GlobalOptions& global,
                         const ExplainOptions& options) {
-  absl::StatusOr<std::unique_ptr<v1::CacheWatch::Stub>> stub =
-      ConnectToDaemon(global);
-  if (!stub.ok()) return stub.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(std::unique_ptr<v1::CacheWatch::Stub> stub,
+                              ConnectToDaemon(global));
   v1::ExplainBreakRequest request;
   request.set_break_id(options.break_id);
   v1::ExplainBreakResponse response;
   grpc::ClientContext context;
   context.set_deadline(UnaryDeadline(global));
   Authorize(context, global);
-  const grpc::Status status =
-      (*stub)->ExplainBreak(&context, request, &response);
+  const grpc::Status status = stub->ExplainBreak(&context, request, &response);
   if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
     return absl::NotFoundError(
         absl::StrCat("no break with id ", options.break_id));
@@ -172,9 +165,8 @@ absl::Status RunExplain(const GlobalOptions& global,
     std::cout << ExplainText(response);
     return absl::OkStatus();
   }
-  absl::StatusOr<std::string> json = ToJsonLine(response);
-  if (!json.ok()) return json.status();
-  std::cout << *json << "\n";
+  CACHEWATCH_ASSIGN_OR_RETURN(std::string json, ToJsonLine(response));
+  std::cout << json << "\n";
   return absl::OkStatus();
 }
 
@@ -198,15 +190,14 @@ absl::Status RunLane(const GlobalOptions& global, const LaneOptions& options) {
   request.set_session_id(parts[1]);
   if (parts.size() == 3) request.set_lane(parts[2]);
   request.set_limit(options.limit);
-  absl::StatusOr<std::unique_ptr<v1::CacheWatch::Stub>> stub =
-      ConnectToDaemon(global);
-  if (!stub.ok()) return stub.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(std::unique_ptr<v1::CacheWatch::Stub> stub,
+                              ConnectToDaemon(global));
   grpc::ClientContext context;
   context.set_deadline(UnaryDeadline(global));
   Authorize(context, global);
   v1::GetLaneTimelineResponse response;
   if (absl::Status status =
-          FromRpcStatus((*stub)->GetLaneTimeline(&context, request, &response),
+          FromRpcStatus(stub->GetLaneTimeline(&context, request, &response),
                         "GetLaneTimeline", global);
       !status.ok()) {
     return status;

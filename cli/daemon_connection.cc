@@ -5,6 +5,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/util/file.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch::cli {
 namespace {
@@ -14,21 +16,19 @@ absl::Status Unreachable(const GlobalOptions& options) {
       "cannot reach cachewatchd at ", options.address, " (is it running?)"));
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-std::shared_ptr<grpc::ChannelCredentials> Credentials(
+// The channel's credentials; an error naming the TLS file that cannot be
+// read.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
     const GlobalOptions& options) {
   if (options.tls_ca.empty()) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = ReadFile(options.tls_ca);
+  CACHEWATCH_ASSIGN_OR_RETURN(ssl.pem_root_certs,
+                              ReadFileToString(options.tls_ca));
   if (!options.tls_cert.empty()) {
-    ssl.pem_cert_chain = ReadFile(options.tls_cert);
-    ssl.pem_private_key = ReadFile(options.tls_key);
+    CACHEWATCH_ASSIGN_OR_RETURN(ssl.pem_cert_chain,
+                                ReadFileToString(options.tls_cert));
+    CACHEWATCH_ASSIGN_OR_RETURN(ssl.pem_private_key,
+                                ReadFileToString(options.tls_key));
   }
   return grpc::SslCredentials(ssl);
 }
@@ -50,8 +50,11 @@ std::chrono::system_clock::time_point UnaryDeadline(
 
 absl::StatusOr<std::unique_ptr<v1::CacheWatch::Stub>> ConnectToDaemon(
     const GlobalOptions& options) {
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::ChannelCredentials> credentials,
+      Credentials(options));
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(options.address, Credentials(options));
+      grpc::CreateChannel(options.address, credentials);
   const auto deadline = UnaryDeadline(options);
   // Fails fast on a refused connection instead of retrying until the
   // deadline, as WaitForConnected would.

@@ -21,7 +21,8 @@ namespace cachewatch::cli {
 // Opens a channel to options.address and waits, at most
 // options.timeout_seconds, until it is connected. Returns Unavailable
 // "cannot reach cachewatchd at ADDRESS (is it running?)" when the daemon
-// refuses or does not answer in time.
+// refuses or does not answer in time; the error of ReadFileToString, naming
+// the file, when a TLS file (--tls-ca, --tls-cert, --tls-key) cannot be read.
 absl::StatusOr<std::unique_ptr<v1::CacheWatch::Stub>> ConnectToDaemon(
     const GlobalOptions& options);
 

@@ -16,6 +16,7 @@
 #include "cli/format.h"
 #include "daemon/core/classifier.h"
 #include "daemon/core/provider_traits.h"
+#include "daemon/util/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace cachewatch::cli {
@@ -437,14 +438,13 @@ class Fleet::Lane {
     }
     AppendBlocks(event == Event::kFanOut ? kFanOutBlocks : 2);
 
-    absl::StatusOr<v1::Snapshot> snapshot = Build();
-    if (!snapshot.ok()) return snapshot.status();
+    CACHEWATCH_ASSIGN_OR_RETURN(v1::Snapshot snapshot, Build());
     TurnTruth truth;
-    const v1::RecordRequest usage = UsageRecord(*snapshot, event, truth);
+    const v1::RecordRequest usage = UsageRecord(snapshot, event, truth);
     truth.snapshot_lost = turn_ > 0 && rng_.Chance(options_.lost_snapshot_rate);
     if (!truth.snapshot_lost) {
       v1::RecordRequest snapshot_record;
-      *snapshot_record.mutable_snapshot() = *snapshot;
+      *snapshot_record.mutable_snapshot() = snapshot;
       records.push_back(std::move(snapshot_record));
       ++counts.records;
     }

@@ -13,19 +13,13 @@
 #include "absl/strings/str_join.h"
 #include "daemon/core/classifier.h"
 #include "daemon/core/provider_traits.h"
+#include "daemon/util/enum_name.h"
 
 namespace cachewatch::cli {
 namespace {
 
-// An enum value's name, lower-cased, without `prefix`.
-std::string ShortName(const std::string& full_name, const std::string& prefix) {
-  std::string name = full_name;
-  if (name.starts_with(prefix)) name.erase(0, prefix.size());
-  return absl::AsciiStrToLower(name);
-}
-
 std::string TtlSourceName(v1::TtlSource source) {
-  return ShortName(v1::TtlSource_Name(source), "TTL_SOURCE_");
+  return EnumText(source, "unspecified");
 }
 
 // The provider's own diagnosis beside ours, verbatim.
@@ -246,11 +240,11 @@ std::string LaneText(const v1::PromptCacheBreak& cache_break) {
 }
 
 std::string VerdictName(v1::Verdict verdict) {
-  return ShortName(v1::Verdict_Name(verdict), "VERDICT_");
+  return EnumText(verdict, "unspecified");
 }
 
 std::string EvidenceName(v1::Evidence evidence) {
-  return ShortName(v1::Evidence_Name(evidence), "EVIDENCE_");
+  return EnumText(evidence, "unspecified");
 }
 
 std::string ToolChanges(const v1::PromptCacheBreak& cache_break,

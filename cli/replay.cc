@@ -11,6 +11,7 @@
 #include "cli/daemon_connection.h"
 #include "cli/record_stream.h"
 #include "cli/trace.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch::cli {
 namespace {
@@ -41,20 +42,18 @@ void Retime(std::vector<TraceRecord>& records) {
 
 absl::Status RunReplay(const GlobalOptions& global,
                        const ReplayOptions& options) {
-  absl::StatusOr<Trace> trace = ReadTrace(options.path);
-  if (!trace.ok()) return trace.status();
-  for (const TraceLineError& error : trace->errors) {
+  CACHEWATCH_ASSIGN_OR_RETURN(Trace trace, ReadTrace(options.path));
+  for (const TraceLineError& error : trace.errors) {
     std::cerr << options.path << ":" << error.line << ": "
               << error.status.message() << "\n";
   }
-  if (options.retime) Retime(trace->records);
-  absl::StatusOr<std::unique_ptr<v1::CacheWatch::Stub>> stub =
-      ConnectToDaemon(global);
-  if (!stub.ok()) return stub.status();
-  RecordStream stream(**stub, global);
+  if (options.retime) Retime(trace.records);
+  CACHEWATCH_ASSIGN_OR_RETURN(std::unique_ptr<v1::CacheWatch::Stub> stub,
+                              ConnectToDaemon(global));
+  RecordStream stream(*stub, global);
   const auto start = std::chrono::steady_clock::now();
   size_t sent = 0;
-  for (const TraceRecord& entry : trace->records) {
+  for (const TraceRecord& entry : trace.records) {
     if (options.records_per_second > 0) {
       std::this_thread::sleep_until(
           start +
@@ -65,12 +64,11 @@ absl::Status RunReplay(const GlobalOptions& global,
     if (!stream.Send(entry.record)) break;
     ++sent;
   }
-  absl::StatusOr<AckTally> tally = stream.Finish();
-  if (!tally.ok()) return tally.status();
-  std::cout << DescribeTally(*tally, sent);
-  if (tally->refused() > 0 || sent < trace->records.size()) {
+  CACHEWATCH_ASSIGN_OR_RETURN(AckTally tally, stream.Finish());
+  std::cout << DescribeTally(tally, sent);
+  if (tally.refused() > 0 || sent < trace.records.size()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the daemon refused ", tally->refused(), " of ", sent, " records"));
+        "the daemon refused ", tally.refused(), " of ", sent, " records"));
   }
   return absl::OkStatus();
 }

@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/core/lane_tracker.h"
 #include "fuzz/fuzz_check.h"
 
@@ -161,7 +162,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int64_t now_us = kT0;
   for (size_t at = 1; at + 4 <= size; at += 4) {
     const Op op{data[at] & 3, (data[at] >> 2) % 3,
-                "r" + std::to_string(data[at + 1] % 8),
+                absl::StrCat("r", data[at + 1] % 8),
                 kT0 + data[at + 2] * 20 * kSecondUs, data[at + 3]};
     now_us += data[at + 2] * kSecondUs;
     if (op.kind == 3) {

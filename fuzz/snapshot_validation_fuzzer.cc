@@ -1,4 +1,4 @@
-// libFuzzer target: ValidateSnapshot (daemon/ingest/validation.h) on
+// libFuzzer target: ValidateSnapshot (daemon/pipeline/validation.h) on
 // arbitrary cachewatch.v1.Snapshot messages.
 //
 // Input: a Snapshot in the binary wire format, as RecordSnapshot and the
@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "cachewatch/v1/snapshot.pb.h"
-#include "daemon/ingest/validation.h"
+#include "daemon/pipeline/validation.h"
 #include "fuzz/fuzz_check.h"
 #include "fuzz/validation_fuzz_limits.h"
 

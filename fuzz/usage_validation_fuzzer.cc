@@ -1,4 +1,4 @@
-// libFuzzer target: ValidateUsage (daemon/ingest/validation.h) on arbitrary
+// libFuzzer target: ValidateUsage (daemon/pipeline/validation.h) on arbitrary
 // cachewatch.v1.Usage messages, and through it the raw usage normalizer.
 //
 // Input: a Usage in the binary wire format, as RecordUsage and the Record
@@ -25,7 +25,7 @@
 #include "absl/strings/match.h"
 #include "cachewatch/v1/usage.pb.h"
 #include "daemon/core/usage_normalizer.h"
-#include "daemon/ingest/validation.h"
+#include "daemon/pipeline/validation.h"
 #include "fuzz/fuzz_check.h"
 #include "fuzz/validation_fuzz_limits.h"
 

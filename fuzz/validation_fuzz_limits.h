@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "daemon/ingest/validation.h"
+#include "daemon/pipeline/validation.h"
 
 namespace cachewatch::fuzz {
 

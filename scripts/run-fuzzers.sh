@@ -42,7 +42,7 @@ fi
 echo "== run-fuzzers: configure and build $build"
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCACHEWATCH_BUILD_FUZZERS=ON -DCACHEWATCH_BUILD_TESTS=OFF \
-  -DCACHEWATCH_BUILD_BENCH=OFF >/dev/null
+  -DCACHEWATCH_BUILD_BENCH=OFF -DCACHEWATCH_WERROR=ON >/dev/null
 cmake --build "$build" -j"$jobs" --target fuzzers
 
 run_dir="$build/fuzz-run"

@@ -8,7 +8,8 @@
 #         it measures): that test runs last, against $BUILD/daemon/cachewatchd
 #         (BUILD defaults to build; only that target is built there).
 #   tsan  the concurrent parts: lane trackers and ingest pipeline
-#         (ingest_test), store (store_test), reporter (reporter_test),
+#         (pipeline_test), exporters (exporter_test, break_hub_test), store
+#         (store_test), reporter (reporter_test),
 #         built with -fsanitize=thread in build-tsan.
 # Any sanitizer report fails the run. Debian's libraries (gRPC, protobuf,
 # abseil, SQLite) are not instrumented; scripts/sanitizers/*.supp lists the
@@ -26,7 +27,8 @@ configure() {  # configure <dir> <sanitizers> [cmake args...]
   local dir=$1 sanitize=$2
   shift 2
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCACHEWATCH_BUILD_BENCH=OFF -DCACHEWATCH_SANITIZE="$sanitize" "$@" \
+    -DCACHEWATCH_BUILD_BENCH=OFF -DCACHEWATCH_SANITIZE="$sanitize" \
+    -DCACHEWATCH_WERROR=ON "$@" \
     >/dev/null
 }
 
@@ -47,7 +49,8 @@ run_asan() {
 
 run_tsan() {
   configure build-tsan thread
-  local tests=(daemon/ingest/ingest_test daemon/store/store_test
+  local tests=(daemon/pipeline/pipeline_test daemon/store/sqlite/store_test
+    daemon/exporter/exporter_test daemon/exporter/watch/break_hub_test
     client/reporter_test)
   cmake --build build-tsan -j"$JOBS" --target "${tests[@]##*/}"
   for test in "${tests[@]}"; do

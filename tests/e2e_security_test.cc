@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "cachewatch/v1/service.grpc.pb.h"
 #include "tests/support/daemon_process.h"
@@ -260,6 +261,43 @@ TEST(SecurityTest, CliSpeaksMutualTlsWithATokenAndIsRefusedWithout) {
   EXPECT_NE(RunQuietly(cli + " --token wrong-token"), 0);
   EXPECT_NE(RunQuietly(cli), 0);
   EXPECT_EQ(daemon.Stop(), 0);
+}
+
+// Runs `command` with stderr folded into stdout; returns (exit status,
+// output).
+std::pair<int, std::string> RunCapturing(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {-1, ""};
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) {
+    output.append(buffer, n);
+  }
+  return {pclose(pipe), output};
+}
+
+TEST(SecurityTest, DaemonRefusesToStartWithAnUnreadableTlsFile) {
+  TempDir dir;
+  Certificates certs(dir);
+  const std::string missing = dir.File("missing.key");
+  const auto [status, output] =
+      RunCapturing(std::string(CACHEWATCHD_BINARY) + " --db=" + dir.File("db") +
+                   " --listen=127.0.0.1:0 --metrics-listen= --tls-cert=" +
+                   certs.Path("server.pem") + " --tls-key=" + missing);
+  // The flag check or ReadFileToString refuses it; either names the file.
+  EXPECT_NE(status, 0);
+  EXPECT_NE(output.find(missing), std::string::npos) << output;
+}
+
+TEST(SecurityTest, CliFailsNamingAnUnreadableTlsFile) {
+  TempDir dir;
+  const std::string missing = dir.File("missing-ca.pem");
+  const auto [status, output] =
+      RunCapturing(std::string(CACHEWATCH_CLI_PATH) +
+                   " breaks --address 127.0.0.1:1 --tls-ca " + missing);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(output.find(missing), std::string::npos) << output;
+  EXPECT_EQ(output.find("cannot reach"), std::string::npos) << output;
 }
 
 TEST(SecurityTest, DatabaseFileIsPrivate) {

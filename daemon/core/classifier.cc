@@ -11,6 +11,7 @@
 #include "daemon/core/provider_traits.h"
 #include "daemon/core/tool_diff.h"
 #include "daemon/core/usage_normalizer.h"
+#include "daemon/util/enum_name.h"
 
 namespace cachewatch {
 namespace {
@@ -306,10 +307,7 @@ v1::ProviderAgreement AgreementWith(const std::string& provider_reason,
 }
 
 std::string ReasonName(v1::Reason reason) {
-  std::string name = v1::Reason_Name(reason);
-  constexpr std::string_view kPrefix = "REASON_";
-  if (name.starts_with(kPrefix)) name.erase(0, kPrefix.size());
-  return absl::AsciiStrToLower(name);
+  return EnumText(reason, "unspecified");
 }
 
 v1::TurnClassification Classify(const LaneKey& key, const Turn* previous,

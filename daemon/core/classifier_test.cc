@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/core/test_turns.h"
 
 namespace cachewatch {
@@ -427,7 +428,7 @@ TEST(ClassifierTest, ThresholdsAreConfigurable) {
 TEST(ClassifierTest, NeverHittingLaneBreaksEveryTurn) {
   Turn previous = MakeTurn(BaseSnapshot("r0", 0), Usage(0, 15000, 50));
   for (int i = 1; i <= 3; ++i) {
-    v1::Snapshot snapshot = BaseSnapshot("r" + std::to_string(i), 10.0 * i);
+    v1::Snapshot snapshot = BaseSnapshot(absl::StrCat("r", i), 10.0 * i);
     snapshot.set_system_hash(100 + i);
     const Turn current = MakeTurn(snapshot, Usage(0, 15000 + i * 200, 50));
     const v1::TurnClassification result =

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/core/test_turns.h"
 
 namespace cachewatch {
@@ -139,7 +140,7 @@ TEST(LaneTrackerReleaseTest, ALateUsageGetsItsOwnClassification) {
   const int64_t now = 5 * kSecond;
   tracker.AddSnapshot(Shared(BaseSnapshot("r1", 0)), now);
   for (int turn = 2; turn <= 4; ++turn) {
-    const std::string id = "r" + std::to_string(turn);
+    const std::string id = absl::StrCat("r", turn);
     tracker.AddSnapshot(Shared(BaseSnapshot(id, 30.0 * turn)), now);
     const v1::NormalizedUsage usage = Usage(20000, 0, 10);
     EXPECT_EQ(
@@ -388,7 +389,7 @@ TEST_F(LaneTrackerTest, PendingTurnsPerLaneAreBounded) {
   options.max_pending_per_lane = 3;
   LaneTracker tracker(options, {});
   for (int i = 0; i < 10; ++i) {
-    tracker.AddSnapshot(Shared(BaseSnapshot("r" + std::to_string(i), i)), now_);
+    tracker.AddSnapshot(Shared(BaseSnapshot(absl::StrCat("r", i), i)), now_);
   }
   // Only the last three snapshots are still waiting: r9's usage is
   // classified once r7 and r8 are given up or complete.

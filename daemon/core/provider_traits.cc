@@ -1,6 +1,9 @@
 #include "daemon/core/provider_traits.h"
 
 #include <array>
+#include <string>
+
+#include "daemon/util/enum_name.h"
 
 namespace cachewatch {
 namespace {
@@ -78,24 +81,16 @@ ProviderTraits TraitsFor(v1::Provider provider, std::string_view model) {
 }
 
 std::string_view ProviderName(v1::Provider provider) {
-  switch (provider) {
-    case v1::PROVIDER_ANTHROPIC:
-      return "anthropic";
-    case v1::PROVIDER_BEDROCK:
-      return "bedrock";
-    case v1::PROVIDER_OPENAI:
-      return "openai";
-    case v1::PROVIDER_GEMINI:
-      return "gemini";
-    case v1::PROVIDER_DASHSCOPE:
-      return "dashscope";
-    case v1::PROVIDER_DEEPSEEK:
-      return "deepseek";
-    case v1::PROVIDER_KIMI:
-      return "kimi";
-    default:
-      return "unspecified";
-  }
+  // EnumText of each value, made once; the views stay valid.
+  static const std::array<std::string, v1::Provider_ARRAYSIZE> kNames = [] {
+    std::array<std::string, v1::Provider_ARRAYSIZE> names;
+    for (int value = 0; value < v1::Provider_ARRAYSIZE; ++value) {
+      names[value] = EnumText(static_cast<v1::Provider>(value), "unspecified");
+    }
+    return names;
+  }();
+  if (provider < 0 || provider >= v1::Provider_ARRAYSIZE) return kNames[0];
+  return kNames[provider];
 }
 
 }  // namespace cachewatch

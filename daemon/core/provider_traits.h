@@ -2,8 +2,8 @@
 // reported, the minimum cacheable prompt, the noise floor of cache reads, the
 // default TTL and the breakpoint lookback window.
 //
-// Sources: shared research (provider-facts.md §4.2). Pure functions of their
-// arguments; thread-safe.
+// The values and their use are documented in docs/CLASSIFICATION.md ("When
+// is a turn a break"). Pure functions of their arguments; thread-safe.
 #ifndef CACHEWATCH_DAEMON_CORE_PROVIDER_TRAITS_H_
 #define CACHEWATCH_DAEMON_CORE_PROVIDER_TRAITS_H_
 

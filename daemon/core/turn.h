@@ -19,6 +19,9 @@
 namespace cachewatch {
 
 // The cache lineage: (agent, session id, lane); lane defaults to "main".
+// The two kinds of record a client sends about a turn.
+enum class RecordKind { kSnapshot, kUsage };
+
 struct LaneKey {
   std::string agent;
   std::string session_id;

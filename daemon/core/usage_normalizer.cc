@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch {
 namespace {
@@ -262,13 +263,13 @@ absl::StatusOr<int64_t> AddCacheDetails(const Json& details, Counts* counts) {
     const std::string tokens_field = field + ".inputTokens";
     const Json* tokens_value = Member(entry, "inputTokens");
     if (tokens_value == nullptr) return MissingField("bedrock", tokens_field);
-    absl::StatusOr<int64_t> tokens = ParseCount(*tokens_value, tokens_field);
-    if (!tokens.ok()) return tokens.status();
-    total += *tokens;
+    CACHEWATCH_ASSIGN_OR_RETURN(int64_t tokens,
+                                ParseCount(*tokens_value, tokens_field));
+    total += tokens;
     const Json* ttl = Member(entry, "ttl");
     if (ttl == nullptr) continue;
-    if (*ttl == "5m") counts->write_5m += *tokens;
-    if (*ttl == "1h") counts->write_1h += *tokens;
+    if (*ttl == "5m") counts->write_5m += tokens;
+    if (*ttl == "1h") counts->write_1h += tokens;
   }
   return total;
 }
@@ -286,9 +287,9 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeBedrock(const Json& root) {
   if (!reader.status().ok()) return reader.status();
   int64_t details_total = 0;
   if (details != nullptr) {
-    absl::StatusOr<int64_t> total = AddCacheDetails(*details, &counts);
-    if (!total.ok()) return total.status();
-    details_total = *total;
+    CACHEWATCH_ASSIGN_OR_RETURN(int64_t total,
+                                AddCacheDetails(*details, &counts));
+    details_total = total;
   }
   counts.write = write.value_or(details_total);
   if (absl::Status status =

@@ -1,6 +1,6 @@
 // Turns a provider's raw usage object into cachewatch's canonical token counts
-// (DESIGN.md §3 "Usage normalization"; field names and their semantics from
-// research/provider-facts.md §4.1).
+// (docs/CLASSIFICATION.md, "Usage normalization": the fields read per
+// provider and their semantics).
 //
 // Canonical form: uncached_input_tokens are the prompt tokens neither read
 // from nor written to the cache, so that

@@ -8,21 +8,24 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <fstream>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
-#include "daemon/ingest/break_hub.h"
-#include "daemon/ingest/cachewatch_service.h"
-#include "daemon/ingest/client_gate.h"
-#include "daemon/ingest/clock.h"
-#include "daemon/ingest/ingest_pipeline.h"
-#include "daemon/metrics/exposer.h"
-#include "daemon/metrics/metrics.h"
-#include "daemon/server/log.h"
-#include "daemon/store/store.h"
+#include "daemon/exporter/prometheus/exposer.h"
+#include "daemon/exporter/prometheus/turn_metrics.h"
+#include "daemon/exporter/turn_exporter.h"
+#include "daemon/exporter/watch/break_hub.h"
+#include "daemon/pipeline/clock.h"
+#include "daemon/pipeline/ingest_pipeline.h"
+#include "daemon/receiver/grpc/cachewatch_service.h"
+#include "daemon/receiver/grpc/client_gate.h"
+#include "daemon/store/postgres/postgres_store.h"
+#include "daemon/store/sqlite/sqlite_store.h"
+#include "daemon/telemetry/telemetry.h"
+#include "daemon/util/file.h"
+#include "daemon/util/log.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch {
 namespace {
@@ -39,21 +42,24 @@ PipelineOptions PipelineOptionsFrom(const Config& config) {
 
 constexpr char kServiceName[] = "cachewatch.v1.CacheWatch";
 
-// Runs `pipeline.Maintain()` every second until stopped, and reports the
-// store's state as the health of the cachewatch service: NOT_SERVING while
-// its last commit failed (the server itself, "", stays SERVING: queries
-// still work and the daemon recovers by itself).
+// Runs `pipeline.Maintain()` every second until stopped, updates the watch
+// subscriber gauge, and reports the store's state as the health of the
+// cachewatch service: NOT_SERVING while its last commit failed (the server
+// itself, "", stays SERVING: queries still work and the daemon recovers by
+// itself).
 class MaintenanceLoop {
  public:
-  MaintenanceLoop(IngestPipeline* pipeline, Store* store,
+  MaintenanceLoop(IngestPipeline* pipeline, RecordStore* store, BreakHub* hub,
+                  Telemetry* telemetry,
                   grpc::HealthCheckServiceInterface* health)
-      : thread_([this, pipeline, store, health] {
+      : thread_([this, pipeline, store, hub, telemetry, health] {
           std::unique_lock<std::mutex> lock(mutex_);
           bool healthy = true;
           while (!stop_cv_.wait_for(lock, std::chrono::seconds(1),
                                     [this] { return stopping_; })) {
             lock.unlock();
             pipeline->Maintain();
+            telemetry->SetWatchSubscribers(hub->subscriber_count());
             const bool now_healthy = !store->stats().last_commit_failed;
             if (now_healthy != healthy) {
               healthy = now_healthy;
@@ -81,26 +87,36 @@ class MaintenanceLoop {
   std::thread thread_;
 };
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
+// The server's credentials; an error naming the TLS file that cannot be
+// read.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     const Config& config) {
   if (config.tls_cert.empty()) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions options(
       config.tls_client_ca.empty()
           ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
           : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  options.pem_key_cert_pairs.push_back(
-      {ReadFile(config.tls_key), ReadFile(config.tls_cert)});
+  CACHEWATCH_ASSIGN_OR_RETURN(std::string key,
+                              ReadFileToString(config.tls_key));
+  CACHEWATCH_ASSIGN_OR_RETURN(std::string cert,
+                              ReadFileToString(config.tls_cert));
+  options.pem_key_cert_pairs.push_back({std::move(key), std::move(cert)});
   if (!config.tls_client_ca.empty()) {
-    options.pem_root_certs = ReadFile(config.tls_client_ca);
+    CACHEWATCH_ASSIGN_OR_RETURN(options.pem_root_certs,
+                                ReadFileToString(config.tls_client_ca));
   }
   return grpc::SslServerCredentials(options);
+}
+
+// The store as logged: the SQLite path, or the PostgreSQL URL without its
+// user and password.
+std::string StoreName(const Config& config) {
+  if (config.store_url.empty()) return config.store.path;
+  const size_t scheme = config.store_url.find("://") + 3;
+  const size_t at = config.store_url.find('@', scheme);
+  return at == std::string::npos ? config.store_url
+                                 : config.store_url.substr(0, scheme) +
+                                       config.store_url.substr(at + 1);
 }
 
 }  // namespace
@@ -113,23 +129,60 @@ int RunServer(const Config& config, const std::string& version) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ServerCredentials(config);
+  if (!credentials.ok()) {
+    Log(LogLevel::kError, "cannot read the TLS files",
+        {{"error", std::string(credentials.status().message())}});
+    return 1;
+  }
+
+  // One registry for /metrics: the turn metrics and the daemon's telemetry.
+  auto registry = std::make_shared<prometheus::Registry>();
+  Telemetry telemetry(registry, version);
   MetricsOptions metrics_options;
   metrics_options.max_label_values = config.max_label_values;
-  Metrics metrics(metrics_options, version);
+  TurnMetrics turn_metrics(metrics_options, registry);
 
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(config.store);
-  if (!store.ok()) {
-    Log(LogLevel::kError, "cannot open the store",
-        {{"path", config.store.path},
-         {"error", std::string(store.status().message())}});
-    return 1;
+  // The store: PostgreSQL when --store names a server, else SQLite at
+  // --db-path. `store` owns it; both point into it.
+  std::unique_ptr<RecordStore> store;
+  BreakQueries* queries = nullptr;
+  const std::string store_name = StoreName(config);
+  if (IsPostgresUrl(config.store_url)) {
+    PostgresStoreOptions options;
+    options.url = config.store_url;
+    options.max_batch_delay = config.store.max_batch_delay;
+    options.max_batch_records = config.store.max_batch_records;
+    options.max_queued_records = config.store.max_queued_records;
+    absl::StatusOr<std::unique_ptr<PostgresStore>> opened =
+        PostgresStore::Open(options);
+    if (!opened.ok()) {
+      Log(LogLevel::kError, "cannot open the store",
+          {{"store", store_name},
+           {"error", std::string(opened.status().message())}});
+      return 1;
+    }
+    queries = opened->get();
+    store = *std::move(opened);
+  } else {
+    absl::StatusOr<std::unique_ptr<SqliteStore>> opened =
+        SqliteStore::Open(config.store);
+    if (!opened.ok()) {
+      Log(LogLevel::kError, "cannot open the store",
+          {{"path", config.store.path},
+           {"error", std::string(opened.status().message())}});
+      return 1;
+    }
+    queries = opened->get();
+    store = *std::move(opened);
   }
 
   std::unique_ptr<prometheus::Exposer> exposer;
   std::string metrics_address;
   if (!config.metrics_listen.empty()) {
     absl::StatusOr<std::unique_ptr<prometheus::Exposer>> started =
-        StartExposer(config.metrics_listen, metrics.registry());
+        StartExposer(config.metrics_listen, registry);
     if (!started.ok()) {
       Log(LogLevel::kError, "cannot serve /metrics",
           {{"address", config.metrics_listen},
@@ -157,23 +210,24 @@ int RunServer(const Config& config, const std::string& version) {
   }
   ClientGate gate(std::move(gate_options));
 
+  // The exporters, each non-blocking (turn_exporter.h), in one fan-out.
   BreakHub hub(config.watch_buffer);
+  ExportFanOut exporters({&turn_metrics, &hub});
   SystemClock clock;
-  IngestPipeline pipeline(PipelineOptionsFrom(config), store->get(), &metrics,
-                          &hub, &clock);
+  IngestPipeline pipeline(PipelineOptionsFrom(config), store.get(), &exporters,
+                          &telemetry, &clock);
   absl::StatusOr<size_t> restored = pipeline.RestoreLanes();
   if (!restored.ok()) {
     Log(LogLevel::kWarn, "could not reload recent lanes",
         {{"error", std::string(restored.status().message())}});
   }
-  CacheWatchService service(&pipeline, store->get(), &hub, &gate, &clock);
+  CacheWatchService service(&pipeline, queries, &hub, &gate, &clock);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(config.listen, ServerCredentials(config),
-                           &grpc_port);
+  builder.AddListeningPort(config.listen, *credentials, &grpc_port);
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -185,7 +239,7 @@ int RunServer(const Config& config, const std::string& version) {
   Log(LogLevel::kInfo, "listening",
       {{"grpc", host + ":" + std::to_string(grpc_port)},
        {"metrics", metrics_address},
-       {"db", config.store.path},
+       {"db", store_name},
        {"tls", !config.tls_cert.empty()},
        {"mtls", !config.tls_client_ca.empty()},
        {"auth", gate.authenticates()},
@@ -195,7 +249,7 @@ int RunServer(const Config& config, const std::string& version) {
   int signal_number = 0;
   {
     server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
-    MaintenanceLoop maintenance(&pipeline, store->get(),
+    MaintenanceLoop maintenance(&pipeline, store.get(), &hub, &telemetry,
                                 server->GetHealthCheckService());
     sigwait(&signals, &signal_number);
     Log(LogLevel::kInfo, "shutting down", {{"signal", signal_number}});
@@ -206,7 +260,7 @@ int RunServer(const Config& config, const std::string& version) {
                      std::chrono::seconds(config.shutdown_grace_seconds));
     server->Wait();
   }
-  store->reset();  // Drains the queue and commits.
+  store.reset();  // Drains the queue and commits.
   Log(LogLevel::kInfo, "stopped");
   return 0;
 }

@@ -22,18 +22,6 @@
 
 namespace cachewatch::testing {
 
-TempDir::TempDir() {
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / "cachewatch-test-XXXXXX")
-          .string();
-  path_ = mkdtemp(pattern.data());
-}
-
-TempDir::~TempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
 DaemonProcess::~DaemonProcess() {
   if (pid_ > 0) Kill();
   if (log_reader_.joinable()) log_reader_.join();

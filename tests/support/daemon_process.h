@@ -18,21 +18,11 @@
 #include <vector>
 
 #include "cachewatch/v1/service.grpc.pb.h"
+#include "daemon/util/temp_dir.h"
 
 namespace cachewatch::testing {
 
-// A fresh directory under $TMPDIR, removed with its contents on
-// destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ::cachewatch::TempDir;  // daemon/util/temp_dir.h
 
 class DaemonProcess {
  public:

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/store/status_macros.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "daemon/store/status_macros.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch {
 namespace {

@@ -12,9 +12,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/core/classifier.h"
-#include "daemon/store/columns.h"
 #include "daemon/store/postgres/postgres_store.h"
-#include "daemon/store/status_macros.h"
+#include "daemon/store/sqlite/columns.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch {
 namespace {

@@ -17,10 +17,10 @@
 #include "daemon/core/classifier.h"
 #include "daemon/core/provider_traits.h"
 #include "daemon/core/usage_normalizer.h"
-#include "daemon/store/columns.h"
 #include "daemon/store/postgres/pg_schema.h"
 #include "daemon/store/postgres/pg_write_statements.h"
-#include "daemon/store/status_macros.h"
+#include "daemon/store/sqlite/columns.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch {
 namespace {
@@ -540,7 +540,6 @@ void PostgresStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
     }
     status = CommitUnits(units, absl::ToUnixMicros(start));
   }
-  const absl::Duration duration = absl::Now() - start;
 
   std::lock_guard<std::mutex> lock(queue_mu_);
   if (status.ok()) {
@@ -553,8 +552,6 @@ void PostgresStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
     stats_.last_error = status.ToString();
   }
   stats_.last_commit_failed = !status.ok();
-  stats_.last_commit_duration =
-      std::chrono::microseconds(absl::ToInt64Microseconds(duration));
   ++finished_batches_;
   for (PendingWrite* pending : batch) {
     pending->status = status;

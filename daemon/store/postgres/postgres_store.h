@@ -44,9 +44,10 @@
 #include "cachewatch/v1/break.pb.h"
 #include "cachewatch/v1/service.pb.h"
 #include "daemon/core/turn.h"
+#include "daemon/store/break_queries.h"
 #include "daemon/store/postgres/pg_pool.h"
 #include "daemon/store/record.h"
-#include "daemon/store/store.h"
+#include "daemon/store/record_store.h"
 
 namespace cachewatch {
 
@@ -73,7 +74,7 @@ struct PostgresStoreOptions {
 // ("postgres://..." or "postgresql://...").
 bool IsPostgresUrl(std::string_view store);
 
-class PostgresStore {
+class PostgresStore final : public RecordStore, public BreakQueries {
  public:
   // Connects, migrates the schema and creates the partitions of yesterday
   // through the day after tomorrow. FailedPrecondition when the schema is
@@ -84,31 +85,33 @@ class PostgresStore {
 
   PostgresStore(const PostgresStore&) = delete;
   PostgresStore& operator=(const PostgresStore&) = delete;
-  ~PostgresStore();
+  ~PostgresStore() override;
 
   // As Store::Write.
-  absl::Status Write(std::vector<StoreWrite> writes);
+  absl::Status Write(std::vector<StoreWrite> writes) override;
 
   absl::StatusOr<v1::ListBreaksResponse> ListBreaks(
-      const v1::ListBreaksRequest& request);
+      const v1::ListBreaksRequest& request) override;
   absl::StatusOr<v1::ExplainBreakResponse> ExplainBreak(
-      const std::string& break_id);
+      const std::string& break_id) override;
   absl::StatusOr<v1::GetLaneTimelineResponse> LaneTimeline(const LaneKey& key,
-                                                           int limit);
+                                                           int limit) override;
   absl::StatusOr<std::optional<v1::TurnClassification>> FindClassification(
-      const LaneKey& key, const std::string& request_id);
-  absl::StatusOr<std::vector<RestoredLane>> LoadRecentLanes(int64_t since_us);
+      const LaneKey& key, const std::string& request_id) override;
+  absl::StatusOr<std::vector<RestoredLane>> LoadRecentLanes(
+      int64_t since_us) override;
   // One lane's last classified turn, whatever its age; nullopt when none.
-  absl::StatusOr<std::optional<RestoredLane>> LoadLane(const LaneKey& key);
+  absl::StatusOr<std::optional<RestoredLane>> LoadLane(
+      const LaneKey& key) override;
 
   // Retention: drops the day partitions wholly before cutoff_us, deletes
   // the older rows of the partition holding it (in small transactions),
   // then the tool lists no turn references; creates the partitions of the
   // next days ahead. Returns the rows deleted (turns, breaks, tool lists).
-  absl::StatusOr<int64_t> DeleteOlderThan(int64_t cutoff_us);
+  absl::StatusOr<int64_t> DeleteOlderThan(int64_t cutoff_us) override;
 
-  size_t queued_records() const;
-  StoreStats stats() const;
+  size_t queued_records() const override;
+  StoreStats stats() const override;
 
  private:
   struct PendingWrite;

@@ -17,7 +17,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/store/postgres/pg_schema.h"
-#include "daemon/store/store_test_util.h"
+#include "daemon/store/sqlite/store_test_util.h"
 #include "tests/support/postgres_process.h"
 
 namespace cachewatch::testing {

@@ -15,7 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/store/postgres/postgres_store.h"
-#include "daemon/store/store_test_util.h"
+#include "daemon/store/sqlite/store_test_util.h"
 #include "tests/support/postgres_process.h"
 
 namespace cachewatch::testing {
@@ -32,11 +32,11 @@ namespace {
 
 class SqliteBackend : public StoreTest {
  public:
-  using StoreType = Store;
+  using StoreType = SqliteStore;
   static constexpr bool kPostgres = false;
 
   void SetUpBackend() {}
-  std::unique_ptr<Store> Open() { return OpenStore(); }
+  std::unique_ptr<SqliteStore> Open() { return OpenStore(); }
   int64_t Query(const std::string& sql) { return QueryInt(sql); }
 };
 

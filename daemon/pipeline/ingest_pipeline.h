@@ -1,0 +1,122 @@
+// The ingest pipeline, the processor between receivers and exporters: a
+// receiver (the gRPC service, daemon/receiver/grpc) hands it Snapshot and
+// Usage records; it validates each, passes it through the sharded lane
+// trackers, makes it and every classification it released durable in the
+// RecordStore, and only then hands the classifications to its TurnExporter
+// (a fan-out over the turn metrics, the live break stream, ...). Its API is
+// the proto messages and absl::Status: a receiver needs no gRPC.
+//
+// Export is best effort: it runs after a successful commit only, its
+// failures are counted in the telemetry and never change a record's answer,
+// and it never blocks ingest (TurnExporter's contract: Export() does not
+// block; an exporter that might runs behind an AsyncTurnExporter).
+//
+// Processing is split in two steps so that a stream can commit many records
+// in one store write: Process() (validation and tracking, fast, no I/O) and
+// Commit() (one store write for all, then export). A record is acknowledged
+// only after Commit() returned OK for it.
+//
+// Thread-safe: any number of threads may call any method; lanes are sharded
+// over trackers, each behind its own mutex.
+#ifndef CACHEWATCH_DAEMON_PIPELINE_INGEST_PIPELINE_H_
+#define CACHEWATCH_DAEMON_PIPELINE_INGEST_PIPELINE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cachewatch/v1/service.pb.h"
+#include "daemon/core/lane_tracker.h"
+#include "daemon/exporter/turn_exporter.h"
+#include "daemon/pipeline/clock.h"
+#include "daemon/pipeline/validation.h"
+#include "daemon/store/record_store.h"
+#include "daemon/telemetry/telemetry.h"
+
+namespace cachewatch {
+
+struct PipelineOptions {
+  TrackerOptions tracker;
+  ClassifierOptions classifier;
+  ValidationLimits limits;
+  int shards = 16;  // Lane tracker shards.
+  // Delete rows older than this; 0 keeps everything. Default 30 days.
+  int64_t retention_us = 30LL * 24 * 3600 * 1'000'000;
+  // Lanes whose last turn is newer than this are reloaded on start.
+  // Default 1 hour (the longest common TTL).
+  int64_t restore_window_us = 3600LL * 1'000'000;
+};
+
+// One record on its way through the pipeline.
+struct ProcessedRecord {
+  RecordKind kind = RecordKind::kSnapshot;
+  std::string request_id;
+  absl::Status status;  // Not OK: rejected before reaching the store.
+  bool duplicate = false;
+  v1::TurnClassification classification;  // For usages.
+  std::vector<StoreWrite> writes;
+  std::vector<ClassifiedTurn> classified;  // Exported after the commit.
+};
+
+class IngestPipeline {
+ public:
+  // `store`, `exporter`, `telemetry` and `clock` must outlive the pipeline.
+  IngestPipeline(const PipelineOptions& options, RecordStore* store,
+                 TurnExporter* exporter, Telemetry* telemetry,
+                 const Clock* clock);
+
+  IngestPipeline(const IngestPipeline&) = delete;
+  IngestPipeline& operator=(const IngestPipeline&) = delete;
+
+  // Reloads the lanes active within the restore window from the store.
+  // Returns the number of lanes restored.
+  absl::StatusOr<size_t> RestoreLanes();
+
+  // Process a record the caller gives up: a stream moves it out of the
+  // request it read (no copy), a unary call copies it.
+  ProcessedRecord ProcessSnapshot(v1::Snapshot snapshot);
+  // A record refused before it could be parsed into a snapshot or usage
+  // (e.g. a request without one); counted like any rejected record.
+  ProcessedRecord Reject(RecordKind kind, absl::Status status);
+  ProcessedRecord ProcessUsage(v1::Usage usage);
+  // Makes every OK record durable in one store write; on success exports
+  // their classifications. On failure sets each OK record's status to the
+  // store's error (RESOURCE_EXHAUSTED or UNAVAILABLE) and exports nothing.
+  void Commit(std::vector<ProcessedRecord*> records);
+
+  // Expires unpaired snapshots and idle lanes, updates gauges and, at most
+  // once a minute, applies retention; logs the store and retention errors
+  // (the next call tries again). Called periodically.
+  void Maintain();
+
+  size_t lane_count();
+
+ private:
+  struct Shard {
+    std::mutex mutex;
+    std::unique_ptr<LaneTracker> tracker;  // Guarded by mutex.
+  };
+
+  Shard& ShardFor(const LaneKey& key);
+  void CountOutcome(const ProcessedRecord& record);
+  void Export(const std::vector<ClassifiedTurn>& classified);
+  static void AddClassifications(const std::vector<ClassifiedTurn>& classified,
+                                 std::vector<StoreWrite>& writes);
+
+  const PipelineOptions options_;
+  RecordStore* const store_;
+  TurnExporter* const exporter_;
+  Telemetry* const telemetry_;
+  const Clock* const clock_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::mutex maintenance_mutex_;
+  int64_t last_retention_us_ = 0;  // Guarded by maintenance_mutex_.
+};
+
+}  // namespace cachewatch
+
+#endif  // CACHEWATCH_DAEMON_PIPELINE_INGEST_PIPELINE_H_

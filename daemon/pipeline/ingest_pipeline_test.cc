@@ -1,0 +1,393 @@
+// The ingest pipeline's seams, with a fake RecordStore and fake exporters
+// (export only after a commit; a failed commit exports nothing; a slow or
+// failing exporter does not stall ingest), and the pipeline driven from many
+// threads at once over a real SqliteStore on a temporary file: lanes on
+// shared tracker shards, multi-record commits, maintenance and a live break
+// subscriber all run concurrently (the ThreadSanitizer build runs this;
+// scripts/run-sanitizers.sh).
+#include "daemon/pipeline/ingest_pipeline.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/core/test_turns.h"
+#include "daemon/exporter/async_turn_exporter.h"
+#include "daemon/exporter/prometheus/turn_metrics.h"
+#include "daemon/exporter/turn_exporter.h"
+#include "daemon/exporter/watch/break_hub.h"
+#include "daemon/store/sqlite/sqlite_store.h"
+#include "daemon/telemetry/test_scrape.h"
+#include "daemon/util/temp_dir.h"
+
+namespace cachewatch {
+namespace {
+
+using testing::BaseSnapshot;
+using testing::kSecond;
+using testing::kT0;
+using testing::Usage;
+using testing::UsageRecord;
+
+class FixedClock : public Clock {
+ public:
+  int64_t NowMicros() const override { return kT0 + 3600 * kSecond; }
+};
+
+// A RecordStore in memory that answers every Write() with `status` and
+// calls `on_write` first (to look at the exporters while the commit is in
+// progress).
+class FakeStore final : public RecordStore {
+ public:
+  absl::Status Write(std::vector<StoreWrite> writes) override {
+    if (on_write) on_write();
+    std::lock_guard<std::mutex> lock(mutex);
+    ++write_calls;
+    if (status.ok()) {
+      for (StoreWrite& write : writes) written.push_back(std::move(write));
+    }
+    return status;
+  }
+  absl::StatusOr<std::vector<RestoredLane>> LoadRecentLanes(int64_t) override {
+    return std::vector<RestoredLane>();
+  }
+  absl::StatusOr<std::optional<RestoredLane>> LoadLane(
+      const LaneKey&) override {
+    return std::nullopt;
+  }
+  absl::StatusOr<std::optional<v1::TurnClassification>> FindClassification(
+      const LaneKey&, const std::string&) override {
+    return std::nullopt;
+  }
+  absl::StatusOr<int64_t> DeleteOlderThan(int64_t) override { return 0; }
+  size_t queued_records() const override { return 0; }
+  StoreStats stats() const override { return {}; }
+
+  absl::Status status;
+  std::function<void()> on_write;
+  std::mutex mutex;
+  int write_calls = 0;              // Guarded by mutex.
+  std::vector<StoreWrite> written;  // Guarded by mutex.
+};
+
+// Remembers every turn exported to it.
+class RecordingExporter final : public TurnExporter {
+ public:
+  absl::Status Export(const std::vector<ClassifiedTurn>& turns) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const ClassifiedTurn& turn : turns) {
+      request_ids_.push_back(turn.turn.request_id);
+    }
+    return absl::OkStatus();
+  }
+  std::vector<std::string> request_ids() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return request_ids_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> request_ids_;  // Guarded by mutex_.
+};
+
+class FailingExporter final : public TurnExporter {
+ public:
+  absl::Status Export(const std::vector<ClassifiedTurn>&) override {
+    return absl::InternalError("exporter broke");
+  }
+};
+
+// Blocks every Export() until Release().
+class BlockingExporter final : public TurnExporter {
+ public:
+  absl::Status Export(const std::vector<ClassifiedTurn>&) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ++entered_;
+    changed_.notify_all();
+    changed_.wait(lock, [this] { return released_; });
+    return absl::OkStatus();
+  }
+  void WaitUntilEntered() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return entered_ > 0; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int entered_ = 0;        // Guarded by mutex_.
+  bool released_ = false;  // Guarded by mutex_.
+};
+
+// A pipeline over a FakeStore exporting to `exporter`.
+class PipelineSeamsTest : public ::testing::Test {
+ protected:
+  void Start(TurnExporter* exporter) {
+    pipeline_ = std::make_unique<IngestPipeline>(
+        PipelineOptions{}, &store_, exporter, &telemetry_, &clock_);
+  }
+
+  // A snapshot and its usage for request `id` of the base lane, committed
+  // together: the usage releases the turn's classification. Returns the
+  // two records as answered.
+  std::pair<ProcessedRecord, ProcessedRecord> RecordTurn(const std::string& id,
+                                                         double seconds) {
+    ProcessedRecord snapshot =
+        pipeline_->ProcessSnapshot(BaseSnapshot(id, seconds));
+    ProcessedRecord usage = pipeline_->ProcessUsage(
+        UsageRecord(id, seconds + 1, Usage(0, 20000, 50)));
+    pipeline_->Commit({&snapshot, &usage});
+    return {std::move(snapshot), std::move(usage)};
+  }
+
+  std::optional<double> Metric(const std::string& name,
+                               const testing::LabelMap& labels = {}) {
+    return testing::Find(testing::Scrape(*telemetry_.registry()), name, labels);
+  }
+
+  FixedClock clock_;
+  FakeStore store_;
+  Telemetry telemetry_{std::make_shared<prometheus::Registry>(), "test"};
+  std::unique_ptr<IngestPipeline> pipeline_;
+};
+
+TEST_F(PipelineSeamsTest, ExportsOnlyAfterTheCommit) {
+  RecordingExporter exporter;
+  Start(&exporter);
+  std::vector<std::string> seen_during_commit = {"not called"};
+  store_.on_write = [&] { seen_during_commit = exporter.request_ids(); };
+
+  const auto [snapshot, usage] = RecordTurn("r1", 10);
+
+  EXPECT_TRUE(snapshot.status.ok()) << snapshot.status;
+  EXPECT_TRUE(usage.status.ok()) << usage.status;
+  EXPECT_THAT(seen_during_commit, ::testing::IsEmpty());
+  EXPECT_THAT(exporter.request_ids(), ::testing::ElementsAre("r1"));
+  EXPECT_EQ(store_.write_calls, 1);
+  // The snapshot, the usage and the classification, in one write.
+  EXPECT_EQ(store_.written.size(), 3u);
+}
+
+TEST_F(PipelineSeamsTest, AFailedCommitAnswersItsStatusAndExportsNothing) {
+  RecordingExporter exporter;
+  Start(&exporter);
+  store_.status = absl::UnavailableError("disk full");
+
+  const auto [snapshot, usage] = RecordTurn("r1", 10);
+
+  EXPECT_EQ(snapshot.status, store_.status);
+  EXPECT_EQ(usage.status, store_.status);
+  EXPECT_THAT(exporter.request_ids(), ::testing::IsEmpty());
+  EXPECT_EQ(Metric("cachewatch_ingest_records_total",
+                   {{"kind", "usage"}, {"outcome", "unavailable"}}),
+            1);
+  EXPECT_EQ(Metric("cachewatch_store_commit_failures_total"), 1);
+  EXPECT_EQ(Metric("cachewatch_store_healthy"), 0);
+}
+
+TEST_F(PipelineSeamsTest, ARejectedRecordIsNeitherWrittenNorExported) {
+  RecordingExporter exporter;
+  Start(&exporter);
+  v1::Snapshot invalid = BaseSnapshot("", 10);  // No request id.
+  ProcessedRecord record = pipeline_->ProcessSnapshot(std::move(invalid));
+  pipeline_->Commit({&record});
+
+  EXPECT_EQ(record.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.write_calls, 0);
+  EXPECT_THAT(exporter.request_ids(), ::testing::IsEmpty());
+  EXPECT_EQ(Metric("cachewatch_ingest_records_total",
+                   {{"kind", "snapshot"}, {"outcome", "invalid"}}),
+            1);
+}
+
+TEST_F(PipelineSeamsTest, AFailingExporterIsCountedAndOthersStillExport) {
+  FailingExporter failing;
+  RecordingExporter recording;
+  ExportFanOut fan_out({&failing, &recording});
+  Start(&fan_out);
+
+  const auto [snapshot, usage] = RecordTurn("r1", 10);
+
+  EXPECT_TRUE(usage.status.ok()) << usage.status;
+  EXPECT_THAT(recording.request_ids(), ::testing::ElementsAre("r1"));
+  EXPECT_EQ(Metric("cachewatch_export_failures_total"), 1);
+  EXPECT_EQ(Metric("cachewatch_ingest_records_total",
+                   {{"kind", "usage"}, {"outcome", "accepted"}}),
+            1);
+}
+
+TEST_F(PipelineSeamsTest, ABlockedExporterDoesNotStallIngest) {
+  BlockingExporter blocking;
+  RecordingExporter recording;
+  std::optional<AsyncTurnExporter> slow;
+  slow.emplace(&blocking, /*max_queued_batches=*/1);
+  ExportFanOut fan_out({&*slow, &recording});
+  Start(&fan_out);
+
+  // The first batch occupies the blocked exporter, the second fills its
+  // queue; the later ones are dropped for it, not waited for.
+  RecordTurn("r1", 10);
+  blocking.WaitUntilEntered();
+  constexpr int kTurns = 5;
+  for (int i = 2; i <= kTurns; ++i) {
+    const auto [snapshot, usage] = RecordTurn("r" + std::to_string(i), i * 10);
+    EXPECT_TRUE(usage.status.ok()) << usage.status;
+  }
+
+  EXPECT_EQ(recording.request_ids().size(), static_cast<size_t>(kTurns));
+  EXPECT_EQ(Metric("cachewatch_ingest_records_total",
+                   {{"kind", "usage"}, {"outcome", "accepted"}}),
+            kTurns);
+  EXPECT_EQ(Metric("cachewatch_export_failures_total"), kTurns - 2);
+  blocking.Release();
+  slow->Flush();
+  EXPECT_EQ(slow->failed_batches(), 0);
+  slow.reset();
+}
+
+constexpr int kThreads = 4;
+constexpr int kLanesPerThread = 3;
+constexpr int kTurns = 30;
+// The system prompt changes at these turns, and the cache read drops to 0.
+bool IsBreakTurn(int turn) { return turn % 10 == 5; }
+constexpr int kBreaksPerLane = 3;
+
+class IngestPipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StoreOptions store_options;
+    store_options.path = dir_.File("cachewatch.db");
+    auto store = SqliteStore::Open(store_options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    PipelineOptions options;
+    options.shards = 2;  // Several lanes, and threads, per shard.
+    pipeline_ = std::make_unique<IngestPipeline>(
+        options, store_.get(), &exporters_, &telemetry_, &clock_);
+  }
+  void TearDown() override {
+    pipeline_.reset();
+    store_.reset();
+  }
+
+  // Records every turn of lane `session` in order, one commit per turn.
+  void RecordLane(const std::string& session) {
+    for (int turn = 0; turn < kTurns; ++turn) {
+      const std::string id = session + "-" + std::to_string(turn);
+      v1::Snapshot snapshot = BaseSnapshot(id, turn * 10);
+      snapshot.set_session_id(session);
+      int system_version = 0;
+      for (int t = 0; t <= turn; ++t) system_version += IsBreakTurn(t);
+      snapshot.set_system_hash(42 + system_version);
+      v1::Usage usage =
+          UsageRecord(id, turn * 10 + 2,
+                      turn == 0 || IsBreakTurn(turn) ? Usage(0, 20000, 50)
+                                                     : Usage(20000, 100, 50));
+      usage.set_session_id(session);
+      ProcessedRecord processed_snapshot = pipeline_->ProcessSnapshot(snapshot);
+      ProcessedRecord processed_usage = pipeline_->ProcessUsage(usage);
+      pipeline_->Commit({&processed_snapshot, &processed_usage});
+      if (!processed_snapshot.status.ok() || !processed_usage.status.ok()) {
+        ++failures_;
+      }
+    }
+  }
+
+  TempDir dir_{"pipeline-test"};
+  FixedClock clock_;
+  std::shared_ptr<prometheus::Registry> registry_ =
+      std::make_shared<prometheus::Registry>();
+  Telemetry telemetry_{registry_, "test"};
+  TurnMetrics metrics_{MetricsOptions{}, registry_};
+  BreakHub hub_{1000};
+  ExportFanOut exporters_{{&metrics_, &hub_}};
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<IngestPipeline> pipeline_;
+  std::atomic<int> failures_{0};
+};
+
+TEST_F(IngestPipelineTest, ConcurrentLanesAreEachClassifiedInOrder) {
+  auto subscription = hub_.Subscribe(v1::WatchBreaksRequest());
+  std::atomic<bool> done{false};
+  std::atomic<int> watched{0};
+  std::thread watcher([&] {
+    v1::PromptCacheBreak event;
+    while (true) {
+      const auto result =
+          subscription->Next(std::chrono::milliseconds(10), &event);
+      if (result == BreakHub::NextResult::kBreak) {
+        ++watched;
+      } else if (done) {
+        return;
+      }
+    }
+  });
+  std::thread maintainer([&] {
+    while (!done) {
+      pipeline_->Maintain();
+      EXPECT_LE(pipeline_->lane_count(),
+                static_cast<size_t>(kThreads * kLanesPerThread));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([this, t] {
+      // Interleave this thread's lanes so each commit races the others.
+      std::vector<std::thread> lanes;
+      for (int l = 0; l < kLanesPerThread; ++l) {
+        lanes.emplace_back([this, t, l] {
+          RecordLane("s" + std::to_string(t) + "-" + std::to_string(l));
+        });
+      }
+      for (std::thread& lane : lanes) lane.join();
+    });
+  }
+  for (std::thread& writer : writers) writer.join();
+  // Let the watcher drain what was published before it stops.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (watched < kThreads * kLanesPerThread * kBreaksPerLane &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  done = true;
+  watcher.join();
+  maintainer.join();
+
+  EXPECT_EQ(failures_, 0);
+  EXPECT_EQ(pipeline_->lane_count(),
+            static_cast<size_t>(kThreads * kLanesPerThread));
+  EXPECT_EQ(watched, kThreads * kLanesPerThread * kBreaksPerLane);
+  int stored_breaks = 0;
+  v1::ListBreaksRequest request;
+  request.set_page_size(100);
+  while (true) {
+    auto page = store_->ListBreaks(request);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const v1::PromptCacheBreak& stored : page->breaks()) {
+      EXPECT_EQ(stored.primary_reason(), v1::REASON_SYSTEM_CHANGED)
+          << stored.ShortDebugString();
+      ++stored_breaks;
+    }
+    if (page->next_page_token().empty()) break;
+    request.set_page_token(page->next_page_token());
+  }
+  EXPECT_EQ(stored_breaks, kThreads * kLanesPerThread * kBreaksPerLane);
+}
+
+}  // namespace
+}  // namespace cachewatch

@@ -1,0 +1,194 @@
+#include "daemon/pipeline/validation.h"
+
+#include <google/protobuf/util/time_util.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/core/usage_normalizer.h"
+#include "daemon/util/status_macros.h"
+
+namespace cachewatch {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+absl::Status Invalid(const std::string& field, const std::string& problem) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
+}
+
+absl::Status CheckText(const std::string& field, const std::string& value,
+                       bool required, size_t max_bytes) {
+  if (required && value.empty()) return Invalid(field, "required");
+  if (value.size() > max_bytes) {
+    return Invalid(field, absl::StrCat("longer than ", max_bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTime(const std::string& field,
+                       const google::protobuf::Timestamp& time, bool present,
+                       const ValidationLimits& limits, int64_t now_us) {
+  if (!present) return Invalid(field, "required");
+  constexpr int64_t kMinSeconds = -62'135'596'800;  // 0001-01-01
+  constexpr int64_t kMaxSeconds = 253'402'300'799;  // 9999-12-31
+  if (time.seconds() < kMinSeconds || time.seconds() > kMaxSeconds ||
+      time.nanos() < 0 || time.nanos() > 999'999'999) {
+    return Invalid(field, "out of range");
+  }
+  const int64_t time_us = TimeUtil::TimestampToMicroseconds(time);
+  if (time_us < limits.min_time_us) {
+    return Invalid(
+        field, absl::StrCat(TimeUtil::ToString(time), " is before 2020-01-01"));
+  }
+  if (time_us > now_us + limits.max_future_skew_us) {
+    return Invalid(field, absl::StrCat(TimeUtil::ToString(time),
+                                       " is too far in the future"));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Record>
+absl::Status CheckLaneKey(const std::string& kind, const Record& record,
+                          const ValidationLimits& limits) {
+  absl::Status status =
+      CheckText(kind + ".agent", record.agent(), true, limits.max_name_bytes);
+  if (status.ok()) {
+    status = CheckText(kind + ".session_id", record.session_id(), true,
+                       limits.max_id_bytes);
+  }
+  if (status.ok()) {
+    status =
+        CheckText(kind + ".lane", record.lane(), false, limits.max_name_bytes);
+  }
+  if (status.ok()) {
+    status = CheckText(kind + ".request_id", record.request_id(), true,
+                       limits.max_id_bytes);
+  }
+  return status;
+}
+
+absl::Status CheckProvider(const std::string& field, v1::Provider provider) {
+  if (provider == v1::PROVIDER_UNSPECIFIED || !v1::Provider_IsValid(provider)) {
+    return Invalid(field, "required (a known provider)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTools(const v1::Snapshot& snapshot,
+                        const ValidationLimits& limits) {
+  if (snapshot.tools_size() > limits.max_tools) {
+    return Invalid("snapshot.tools",
+                   absl::StrCat(snapshot.tools_size(), " tools, more than ",
+                                limits.max_tools));
+  }
+  for (int i = 0; i < snapshot.tools_size(); ++i) {
+    CACHEWATCH_RETURN_IF_ERROR(
+        CheckText(absl::StrCat("snapshot.tools[", i, "].name"),
+                  snapshot.tools(i).name(), true, limits.max_id_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCacheControl(const v1::Snapshot& snapshot,
+                               const ValidationLimits& limits) {
+  const v1::CacheControl& control = snapshot.cache_control();
+  if (control.breakpoints_size() > limits.max_breakpoints) {
+    return Invalid("snapshot.cache_control.breakpoints",
+                   absl::StrCat("more than ", limits.max_breakpoints));
+  }
+  for (int i = 0; i < control.breakpoints_size(); ++i) {
+    const v1::Breakpoint& breakpoint = control.breakpoints(i);
+    const std::string field =
+        absl::StrCat("snapshot.cache_control.breakpoints[", i, "]");
+    if (breakpoint.segment() == v1::PROMPT_SEGMENT_UNSPECIFIED ||
+        !v1::PromptSegment_IsValid(breakpoint.segment())) {
+      return Invalid(field + ".segment", "required");
+    }
+    if (breakpoint.segment() == v1::PROMPT_SEGMENT_MESSAGES &&
+        snapshot.message_chain_size() > 0 &&
+        breakpoint.index() >=
+            static_cast<uint32_t>(snapshot.message_chain_size())) {
+      return Invalid(
+          field + ".index",
+          absl::StrCat(breakpoint.index(), " is past the message chain's ",
+                       snapshot.message_chain_size(), " blocks"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateSnapshot(const v1::Snapshot& snapshot,
+                              const ValidationLimits& limits, int64_t now_us) {
+  absl::Status status = CheckLaneKey("snapshot", snapshot, limits);
+  if (status.ok()) {
+    status = CheckTime("snapshot.request_time", snapshot.request_time(),
+                       snapshot.has_request_time(), limits, now_us);
+  }
+  if (status.ok())
+    status = CheckProvider("snapshot.provider", snapshot.provider());
+  if (status.ok()) {
+    status = CheckText("snapshot.model", snapshot.model(), true,
+                       limits.max_name_bytes);
+  }
+  if (status.ok()) status = CheckTools(snapshot, limits);
+  if (!status.ok()) return status;
+  if (snapshot.system_sections_size() > limits.max_system_sections) {
+    return Invalid("snapshot.system_sections",
+                   absl::StrCat("more than ", limits.max_system_sections));
+  }
+  for (int i = 0; i < snapshot.system_sections_size(); ++i) {
+    status = CheckText(absl::StrCat("snapshot.system_sections[", i, "].name"),
+                       snapshot.system_sections(i).name(), true,
+                       limits.max_name_bytes);
+    if (!status.ok()) return status;
+  }
+  if (snapshot.message_chain_size() > limits.max_message_chain_blocks) {
+    return Invalid(
+        "snapshot.message_chain",
+        absl::StrCat(snapshot.message_chain_size(), " blocks, more than ",
+                     limits.max_message_chain_blocks));
+  }
+  if (!v1::ExpectedDrop_IsValid(snapshot.expected_drop())) {
+    return Invalid("snapshot.expected_drop", "unknown value");
+  }
+  if (!v1::ToolOrderPolicy_IsValid(snapshot.tool_order_policy())) {
+    return Invalid("snapshot.tool_order_policy", "unknown value");
+  }
+  return CheckCacheControl(snapshot, limits);
+}
+
+absl::StatusOr<v1::NormalizedUsage> ValidateUsage(
+    const v1::Usage& usage, const ValidationLimits& limits, int64_t now_us) {
+  absl::Status status = CheckLaneKey("usage", usage, limits);
+  if (status.ok()) {
+    status = CheckTime("usage.response_time", usage.response_time(),
+                       usage.has_response_time(), limits, now_us);
+  }
+  if (status.ok()) status = CheckProvider("usage.provider", usage.provider());
+  if (status.ok()) {
+    status =
+        CheckText("usage.model", usage.model(), false, limits.max_name_bytes);
+  }
+  if (!status.ok()) return status;
+  if (usage.has_normalized()) {
+    status = ValidateNormalizedUsage(usage.normalized());
+    if (!status.ok()) {
+      return Invalid("usage.normalized", std::string(status.message()));
+    }
+    return usage.normalized();
+  }
+  if (usage.raw_usage_json().empty()) {
+    return Invalid("usage", "one of normalized or raw_usage_json is required");
+  }
+  absl::StatusOr<v1::NormalizedUsage> normalized =
+      NormalizeRawUsage(usage.provider(), usage.raw_usage_json());
+  if (!normalized.ok()) {
+    return Invalid("usage", std::string(normalized.status().message()));
+  }
+  return normalized;
+}
+
+}  // namespace cachewatch

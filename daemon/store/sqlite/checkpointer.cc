@@ -1,0 +1,58 @@
+#include "daemon/store/sqlite/checkpointer.h"
+
+#include <utility>
+
+#include "daemon/util/status_macros.h"
+
+namespace cachewatch {
+
+absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Open(
+    const std::string& path, int threshold_pages) {
+  CACHEWATCH_ASSIGN_OR_RETURN(Database db,
+                              Database::Open(path, /*create=*/false));
+  return std::unique_ptr<Checkpointer>(
+      new Checkpointer(std::move(db), threshold_pages));
+}
+
+Checkpointer::Checkpointer(Database db, int threshold_pages)
+    : threshold_pages_(threshold_pages),
+      db_(std::move(db)),
+      thread_([this] { Run(); }) {}
+
+Checkpointer::~Checkpointer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+  }
+  wanted_changed_.notify_one();
+  thread_.join();
+}
+
+void Checkpointer::WalGrew(int wal_pages) {
+  if (wal_pages < threshold_pages_) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wanted_ = true;
+  }
+  wanted_changed_.notify_one();
+}
+
+CheckpointerStats Checkpointer::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Checkpointer::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    wanted_changed_.wait(lock, [this] { return wanted_ || closing_; });
+    if (closing_) return;
+    wanted_ = false;
+    lock.unlock();
+    db_.Exec("PRAGMA wal_checkpoint(PASSIVE)").IgnoreError();
+    lock.lock();
+    ++stats_.checkpoints;
+  }
+}
+
+}  // namespace cachewatch

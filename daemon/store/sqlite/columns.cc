@@ -1,0 +1,195 @@
+#include "daemon/store/sqlite/columns.h"
+
+#include <xxhash.h>
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+#include "daemon/core/classifier.h"
+#include "daemon/util/status_macros.h"
+
+namespace cachewatch {
+namespace {
+
+using nlohmann::ordered_json;
+
+void AppendLittleEndian(uint64_t value, int bytes, std::string& out) {
+  for (int i = 0; i < bytes; ++i) {
+    out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+  }
+}
+
+// The enum's value prefix: the unspecified value's name without
+// "UNSPECIFIED" ("VERDICT_" for VERDICT_UNSPECIFIED).
+absl::Status Malformed(std::string_view what, std::string_view text) {
+  return absl::DataLossError(absl::StrFormat(
+      "malformed %s column: %s", std::string(what), std::string(text)));
+}
+
+absl::StatusOr<ordered_json> ParseArray(std::string_view what,
+                                        std::string_view text) {
+  ordered_json json = ordered_json::parse(text, nullptr,
+                                          /*allow_exceptions=*/false);
+  if (!json.is_array()) return Malformed(what, text);
+  return json;
+}
+
+// The string member `name` of `object`, or null when absent or not a string.
+const std::string* StringMember(const ordered_json& object, const char* name) {
+  auto it = object.find(name);
+  if (it == object.end() || !it->is_string()) return nullptr;
+  return it->get_ptr<const std::string*>();
+}
+
+std::optional<uint32_t> Uint32Member(const ordered_json& object,
+                                     const char* name) {
+  auto it = object.find(name);
+  if (it == object.end() || !it->is_number_unsigned()) return std::nullopt;
+  const uint64_t value = it->get<uint64_t>();
+  if (value > UINT32_MAX) return std::nullopt;
+  return static_cast<uint32_t>(value);
+}
+
+}  // namespace
+
+std::string Hex64(uint64_t value) { return absl::StrFormat("%016x", value); }
+
+std::optional<uint64_t> ParseHex64(std::string_view text) {
+  if (text.size() != 16) return std::nullopt;
+  for (char c : text) {
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) {
+      return std::nullopt;
+    }
+  }
+  uint64_t value = 0;
+  auto [end, error] =
+      std::from_chars(text.data(), text.data() + text.size(), value, 16);
+  if (error != std::errc() || end != text.data() + text.size()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::string ToolListHash(
+    const google::protobuf::RepeatedPtrField<v1::ToolRef>& tools) {
+  std::string bytes;
+  for (const v1::ToolRef& tool : tools) {
+    AppendLittleEndian(tool.name().size(), 4, bytes);
+    bytes += tool.name();
+    AppendLittleEndian(tool.schema_hash(), 8, bytes);
+  }
+  return Hex64(XXH3_64bits(bytes.data(), bytes.size()));
+}
+
+std::string SectionsJson(
+    const google::protobuf::RepeatedPtrField<v1::SystemSection>& sections) {
+  if (sections.empty()) return {};
+  ordered_json json = ordered_json::array();
+  for (const v1::SystemSection& section : sections) {
+    json.push_back({{"name", section.name()}, {"hash", Hex64(section.hash())}});
+  }
+  return json.dump();
+}
+
+absl::Status ParseSectionsJson(
+    std::string_view json,
+    google::protobuf::RepeatedPtrField<v1::SystemSection>* sections) {
+  CACHEWATCH_ASSIGN_OR_RETURN(ordered_json array,
+                              ParseArray("system_sections", json));
+  for (const ordered_json& item : array) {
+    const std::string* name = StringMember(item, "name");
+    const std::string* hash_text = StringMember(item, "hash");
+    const std::optional<uint64_t> hash =
+        hash_text != nullptr ? ParseHex64(*hash_text) : std::nullopt;
+    if (name == nullptr || !hash.has_value()) {
+      return Malformed("system_sections", json);
+    }
+    v1::SystemSection* section = sections->Add();
+    section->set_name(*name);
+    section->set_hash(*hash);
+  }
+  return absl::OkStatus();
+}
+
+std::string BreakpointsJson(
+    const google::protobuf::RepeatedPtrField<v1::Breakpoint>& breakpoints) {
+  if (breakpoints.empty()) return {};
+  ordered_json json = ordered_json::array();
+  for (const v1::Breakpoint& breakpoint : breakpoints) {
+    json.push_back({{"segment", EnumText(breakpoint.segment())},
+                    {"index", breakpoint.index()},
+                    {"ttl_seconds", breakpoint.ttl_seconds()}});
+  }
+  return json.dump();
+}
+
+absl::Status ParseBreakpointsJson(
+    std::string_view json,
+    google::protobuf::RepeatedPtrField<v1::Breakpoint>* breakpoints) {
+  CACHEWATCH_ASSIGN_OR_RETURN(ordered_json array,
+                              ParseArray("breakpoints", json));
+  for (const ordered_json& item : array) {
+    const std::string* segment_text = StringMember(item, "segment");
+    std::optional<v1::PromptSegment> segment;
+    if (segment_text != nullptr) {
+      segment = segment_text->empty()
+                    ? v1::PROMPT_SEGMENT_UNSPECIFIED
+                    : ParseEnumText<v1::PromptSegment>(*segment_text);
+    }
+    const std::optional<uint32_t> index = Uint32Member(item, "index");
+    const std::optional<uint32_t> ttl = Uint32Member(item, "ttl_seconds");
+    if (!segment.has_value() || !index.has_value() || !ttl.has_value()) {
+      return Malformed("breakpoints", json);
+    }
+    v1::Breakpoint* breakpoint = breakpoints->Add();
+    breakpoint->set_segment(*segment);
+    breakpoint->set_index(*index);
+    breakpoint->set_ttl_seconds(*ttl);
+  }
+  return absl::OkStatus();
+}
+
+std::string NamesJson(
+    const google::protobuf::RepeatedPtrField<std::string>& names) {
+  ordered_json json = ordered_json::array();
+  for (const std::string& name : names) json.push_back(name);
+  return json.dump();
+}
+
+std::string ReasonsJson(const google::protobuf::RepeatedField<int>& reasons) {
+  ordered_json json = ordered_json::array();
+  for (int reason : reasons) {
+    json.push_back(ReasonName(static_cast<v1::Reason>(reason)));
+  }
+  return json.dump();
+}
+
+std::string ChainBlob(const google::protobuf::RepeatedField<uint64_t>& chain) {
+  std::string blob;
+  blob.reserve(chain.size() * 8);
+  for (uint64_t hash : chain) AppendLittleEndian(hash, 8, blob);
+  return blob;
+}
+
+absl::Status ParseChainBlob(std::string_view blob,
+                            google::protobuf::RepeatedField<uint64_t>* chain) {
+  if (blob.size() % 8 != 0) {
+    return absl::DataLossError(absl::StrFormat(
+        "malformed message_chain column: %d bytes", blob.size()));
+  }
+  chain->Reserve(static_cast<int>(blob.size() / 8));
+  for (size_t offset = 0; offset < blob.size(); offset += 8) {
+    uint64_t hash = 0;
+    for (int i = 0; i < 8; ++i) {
+      hash |=
+          static_cast<uint64_t>(static_cast<unsigned char>(blob[offset + i]))
+          << (8 * i);
+    }
+    chain->Add(hash);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cachewatch

@@ -1,0 +1,173 @@
+#include "daemon/store/sqlite/columns.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "daemon/core/classifier.h"
+#include "daemon/core/provider_traits.h"
+
+namespace cachewatch {
+namespace {
+
+TEST(ColumnsTest, Hex64RoundTrips) {
+  for (uint64_t value : {0ULL, 1ULL, 0xfedcba9876543210ULL, ~0ULL}) {
+    const std::string text = Hex64(value);
+    EXPECT_EQ(text.size(), 16u);
+    EXPECT_EQ(ParseHex64(text), value) << text;
+  }
+  EXPECT_EQ(Hex64(0xab), "00000000000000ab");
+}
+
+TEST(ColumnsTest, ParseHex64RejectsAnythingButSixteenHexDigits) {
+  const char* const kBad[] = {"",
+                              "ab",
+                              "00000000000000abc",
+                              "0x000000000000ab",
+                              "-000000000000001",
+                              "00000000000000zz",
+                              " 00000000000000a"};
+  for (const char* text : kBad) {
+    EXPECT_EQ(ParseHex64(text), std::nullopt) << text;
+  }
+}
+
+TEST(ColumnsTest, EnumTextMatchesTheCoreNames) {
+  for (int i = 0; i < v1::Provider_descriptor()->value_count(); ++i) {
+    const auto provider = static_cast<v1::Provider>(
+        v1::Provider_descriptor()->value(i)->number());
+    if (provider == v1::PROVIDER_UNSPECIFIED) continue;
+    EXPECT_EQ(EnumText(provider), ProviderName(provider));
+    EXPECT_EQ(ParseEnumText<v1::Provider>(ProviderName(provider)), provider);
+  }
+  for (int i = 0; i < v1::Reason_descriptor()->value_count(); ++i) {
+    const auto reason =
+        static_cast<v1::Reason>(v1::Reason_descriptor()->value(i)->number());
+    if (reason == v1::REASON_UNSPECIFIED) continue;
+    EXPECT_EQ(EnumText(reason), ReasonName(reason));
+    EXPECT_EQ(ParseEnumText<v1::Reason>(ReasonName(reason)), reason);
+  }
+}
+
+TEST(ColumnsTest, EnumTextSpellings) {
+  EXPECT_EQ(EnumText(v1::VERDICT_COLD_START), "cold_start");
+  EXPECT_EQ(EnumText(v1::VERDICT_BELOW_MIN_CACHEABLE), "below_min_cacheable");
+  EXPECT_EQ(EnumText(v1::EXPECTED_DROP_ABORTED_PREVIOUS), "aborted_previous");
+  EXPECT_EQ(EnumText(v1::EVIDENCE_PROVIDER_SUSPECTED), "provider_suspected");
+  EXPECT_EQ(EnumText(v1::PROVIDER_AGREEMENT_DISAGREE), "disagree");
+  EXPECT_EQ(EnumText(v1::PROMPT_SEGMENT_MESSAGES), "messages");
+  EXPECT_EQ(EnumText(v1::VERDICT_UNSPECIFIED), "");
+  EXPECT_EQ(ParseEnumText<v1::Verdict>(""), std::nullopt);
+  EXPECT_EQ(ParseEnumText<v1::Verdict>("unspecified"), std::nullopt);
+  EXPECT_EQ(ParseEnumText<v1::Verdict>("BREAK"), std::nullopt);
+}
+
+TEST(ColumnsTest, ToolListHashDependsOnOrderNamesAndSchemas) {
+  v1::Snapshot a;
+  auto add = [](v1::Snapshot& snapshot, const char* name, uint64_t hash) {
+    v1::ToolRef* tool = snapshot.add_tools();
+    tool->set_name(name);
+    tool->set_schema_hash(hash);
+  };
+  add(a, "Read", 1);
+  add(a, "Write", 2);
+  v1::Snapshot reordered;
+  add(reordered, "Write", 2);
+  add(reordered, "Read", 1);
+  v1::Snapshot schema;
+  add(schema, "Read", 1);
+  add(schema, "Write", 3);
+  // Length prefixes keep name boundaries apart.
+  v1::Snapshot split;
+  add(split, "ReadW", 1);
+  add(split, "rite", 2);
+
+  const std::string hash = ToolListHash(a.tools());
+  EXPECT_EQ(hash.size(), 16u);
+  EXPECT_EQ(hash, ToolListHash(a.tools()));
+  EXPECT_NE(hash, ToolListHash(reordered.tools()));
+  EXPECT_NE(hash, ToolListHash(schema.tools()));
+  EXPECT_NE(hash, ToolListHash(split.tools()));
+  EXPECT_NE(hash, ToolListHash(v1::Snapshot().tools()));
+}
+
+TEST(ColumnsTest, SectionsRoundTripThroughJson) {
+  v1::Snapshot snapshot;
+  v1::SystemSection* section = snapshot.add_system_sections();
+  section->set_name("date \"quoted\"");
+  section->set_hash(~0ULL);
+  const std::string json = SectionsJson(snapshot.system_sections());
+  EXPECT_EQ(json, R"([{"name":"date \"quoted\"","hash":"ffffffffffffffff"}])");
+  v1::Snapshot parsed;
+  ASSERT_TRUE(ParseSectionsJson(json, parsed.mutable_system_sections()).ok());
+  EXPECT_EQ(parsed.SerializeAsString(), snapshot.SerializeAsString());
+  EXPECT_EQ(SectionsJson(v1::Snapshot().system_sections()), "");
+}
+
+TEST(ColumnsTest, BreakpointsRoundTripThroughJson) {
+  v1::CacheControl control;
+  v1::Breakpoint* breakpoint = control.add_breakpoints();
+  breakpoint->set_segment(v1::PROMPT_SEGMENT_SYSTEM);
+  breakpoint->set_index(4);
+  breakpoint->set_ttl_seconds(3600);
+  const std::string json = BreakpointsJson(control.breakpoints());
+  EXPECT_EQ(json, R"([{"segment":"system","index":4,"ttl_seconds":3600}])");
+  v1::CacheControl parsed;
+  ASSERT_TRUE(ParseBreakpointsJson(json, parsed.mutable_breakpoints()).ok());
+  EXPECT_EQ(parsed.SerializeAsString(), control.SerializeAsString());
+}
+
+TEST(ColumnsTest, MalformedJsonColumnsAreDataLoss) {
+  const char* const kBadSections[] = {
+      "",
+      "{}",
+      "[1]",
+      R"([{"name":"a"}])",
+      R"([{"name":"a","hash":"xyz"}])",
+      R"([{"name":1,"hash":"0000000000000001"}])"};
+  for (const char* json : kBadSections) {
+    v1::Snapshot snapshot;
+    EXPECT_TRUE(absl::IsDataLoss(
+        ParseSectionsJson(json, snapshot.mutable_system_sections())))
+        << json;
+  }
+  const char* const kBadBreakpoints[] = {
+      "[", R"([{"segment":"tools","index":-1,"ttl_seconds":0}])",
+      R"([{"segment":"nowhere","index":0,"ttl_seconds":0}])",
+      R"([{"segment":"tools","index":0,"ttl_seconds":4294967296}])"};
+  for (const char* json : kBadBreakpoints) {
+    v1::CacheControl control;
+    EXPECT_TRUE(absl::IsDataLoss(
+        ParseBreakpointsJson(json, control.mutable_breakpoints())))
+        << json;
+  }
+}
+
+TEST(ColumnsTest, ChainBlobIsEightBytesLittleEndianPerBlock) {
+  v1::Snapshot snapshot;
+  snapshot.add_message_chain(0x0102030405060708ULL);
+  snapshot.add_message_chain(~0ULL);
+  const std::string blob = ChainBlob(snapshot.message_chain());
+  ASSERT_EQ(blob.size(), 16u);
+  EXPECT_EQ(blob.substr(0, 8), std::string("\x08\x07\x06\x05\x04\x03\x02\x01"));
+  v1::Snapshot parsed;
+  ASSERT_TRUE(ParseChainBlob(blob, parsed.mutable_message_chain()).ok());
+  EXPECT_EQ(parsed.SerializeAsString(), snapshot.SerializeAsString());
+  EXPECT_TRUE(absl::IsDataLoss(
+      ParseChainBlob("1234567", parsed.mutable_message_chain())));
+}
+
+TEST(ColumnsTest, NameListsAreJsonArrays) {
+  v1::PromptCacheBreak event;
+  EXPECT_EQ(NamesJson(event.changed_tool_names()), "[]");
+  event.add_changed_tool_names("Read");
+  event.add_changed_tool_names("mcp__x");
+  EXPECT_EQ(NamesJson(event.changed_tool_names()), R"(["Read","mcp__x"])");
+  event.add_reasons(v1::REASON_TOOLS_ORDER_CHANGED);
+  event.add_reasons(v1::REASON_TTL_EXPIRED);
+  EXPECT_EQ(ReasonsJson(event.reasons()),
+            R"(["tools_order_changed","ttl_expired"])");
+}
+
+}  // namespace
+}  // namespace cachewatch

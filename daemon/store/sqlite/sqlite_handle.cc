@@ -1,0 +1,271 @@
+#include "daemon/store/sqlite/sqlite_handle.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/util/status_macros.h"
+
+namespace cachewatch {
+namespace {
+
+// The start of a statement's text, for error messages.
+std::string Abbreviated(std::string_view sql) {
+  constexpr size_t kMaxChars = 60;
+  const size_t start = sql.find_first_not_of(" \n");
+  sql.remove_prefix(start == std::string_view::npos ? sql.size() : start);
+  std::string text(sql.substr(0, kMaxChars));
+  for (char& c : text) {
+    if (c == '\n') c = ' ';
+  }
+  return sql.size() > kMaxChars ? text + "..." : text;
+}
+
+absl::Status StatusFor(int rc, std::string_view what, const char* message) {
+  const std::string text =
+      absl::StrCat("sqlite: ", std::string(what), ": ", message, " (",
+                   sqlite3_errstr(rc), ", code ", rc, ")");
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_NOMEM:
+    case SQLITE_READONLY:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PROTOCOL:
+      return absl::UnavailableError(text);
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return absl::DataLossError(text);
+    default:
+      return absl::InternalError(text);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Database> Database::Open(const std::string& path, bool create) {
+  if (create) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
+    }
+    ::close(fd);
+  }
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status status = StatusFor(rc, absl::StrCat("open ", path),
+                                    db != nullptr ? sqlite3_errmsg(db) : "");
+    sqlite3_close(db);
+    return status;
+  }
+  sqlite3_extended_result_codes(db, 1);
+  return Database(db);
+}
+
+Database::Database(Database&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)),
+      wal_hook_(std::move(other.wal_hook_)) {}
+
+Database& Database::operator=(Database&& other) noexcept {
+  if (this != &other) {
+    sqlite3_close_v2(db_);
+    db_ = std::exchange(other.db_, nullptr);
+    wal_hook_ = std::move(other.wal_hook_);
+  }
+  return *this;
+}
+
+Database::~Database() { sqlite3_close_v2(db_); }
+
+absl::Status Database::Exec(const std::string& sql) {
+  const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return Error(rc, Abbreviated(sql));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Statement> Database::Prepare(std::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  const int rc =
+      sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
+                         SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  if (rc != SQLITE_OK) {
+    return Error(rc, absl::StrCat("prepare ", Abbreviated(sql)));
+  }
+  return Statement(stmt, db_);
+}
+
+absl::Status Database::Error(int rc, std::string_view what) const {
+  return StatusFor(rc, what, sqlite3_errmsg(db_));
+}
+
+bool Database::InTransaction() const { return !sqlite3_get_autocommit(db_); }
+
+int64_t Database::Changes() const { return sqlite3_changes64(db_); }
+
+void Database::HandOffCheckpoints(
+    std::function<void(int wal_pages)> after_commit, int fallback_pages) {
+  wal_hook_ = std::make_unique<WalHook>(
+      WalHook{std::move(after_commit), fallback_pages});
+  // Replaces the automatic checkpoint, which is itself a WAL hook.
+  sqlite3_wal_hook(db_, &Database::OnWalCommit, wal_hook_.get());
+}
+
+int Database::OnWalCommit(void* hook, sqlite3* db, const char* schema,
+                          int wal_pages) {
+  const WalHook& wal_hook = *static_cast<const WalHook*>(hook);
+  wal_hook.after_commit(wal_pages);
+  if (wal_pages >= wal_hook.fallback_pages) {
+    // What the automatic checkpoint would do. Its failure (a reader still
+    // on old pages) leaves the WAL for a later try, as SQLite's does.
+    sqlite3_wal_checkpoint(db, schema);
+  }
+  return SQLITE_OK;
+}
+
+Statement::Statement(Statement&& other) noexcept
+    : stmt_(std::exchange(other.stmt_, nullptr)),
+      db_(other.db_),
+      bind_rc_(other.bind_rc_),
+      bind_error_(std::move(other.bind_error_)) {}
+
+Statement& Statement::operator=(Statement&& other) noexcept {
+  if (this != &other) {
+    sqlite3_finalize(stmt_);
+    stmt_ = std::exchange(other.stmt_, nullptr);
+    db_ = other.db_;
+    bind_rc_ = other.bind_rc_;
+    bind_error_ = std::move(other.bind_error_);
+  }
+  return *this;
+}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+int Statement::Index(const char* name) {
+  const int index = sqlite3_bind_parameter_index(stmt_, name);
+  if (index == 0) Check(SQLITE_RANGE, name);
+  return index;
+}
+
+void Statement::Check(int rc, const char* name) {
+  if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) {
+    bind_rc_ = rc;
+    bind_error_ =
+        absl::StrCat("bind ", name, " in ", Abbreviated(sqlite3_sql(stmt_)));
+  }
+}
+
+void Statement::BindInt(const char* name, int64_t value) {
+  Check(sqlite3_bind_int64(stmt_, Index(name), value), name);
+}
+
+void Statement::BindDouble(const char* name, double value) {
+  Check(sqlite3_bind_double(stmt_, Index(name), value), name);
+}
+
+void Statement::BindText(const char* name, std::string_view value) {
+  Check(sqlite3_bind_text64(stmt_, Index(name), value.data(), value.size(),
+                            SQLITE_TRANSIENT, SQLITE_UTF8),
+        name);
+}
+
+void Statement::BindBlob(const char* name, std::string_view bytes) {
+  // A zero-length blob must not be bound from a null pointer (that is NULL).
+  Check(
+      sqlite3_bind_blob64(stmt_, Index(name), bytes.empty() ? "" : bytes.data(),
+                          bytes.size(), SQLITE_TRANSIENT),
+      name);
+}
+
+void Statement::BindNull(const char* name) {
+  Check(sqlite3_bind_null(stmt_, Index(name)), name);
+}
+
+void Statement::BindTextOrNull(const char* name, std::string_view value) {
+  if (value.empty()) {
+    BindNull(name);
+  } else {
+    BindText(name, value);
+  }
+}
+
+absl::StatusOr<bool> Statement::Step() {
+  if (bind_rc_ != SQLITE_OK) {
+    return StatusFor(bind_rc_, bind_error_, sqlite3_errstr(bind_rc_));
+  }
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return StatusFor(rc, Abbreviated(sqlite3_sql(stmt_)), sqlite3_errmsg(db_));
+}
+
+absl::Status Statement::Run() {
+  while (true) {
+    CACHEWATCH_ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) return absl::OkStatus();
+  }
+}
+
+void Statement::Reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+  bind_rc_ = SQLITE_OK;
+  bind_error_.clear();
+}
+
+bool Statement::IsNull(int column) const {
+  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+}
+
+int64_t Statement::Int(int column) const {
+  return sqlite3_column_int64(stmt_, column);
+}
+
+double Statement::Double(int column) const {
+  return sqlite3_column_double(stmt_, column);
+}
+
+std::string_view Statement::Text(int column) const {
+  const auto* text =
+      reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
+  if (text == nullptr) return {};
+  return {text, static_cast<size_t>(sqlite3_column_bytes(stmt_, column))};
+}
+
+std::string_view Statement::Blob(int column) const {
+  const auto* bytes =
+      static_cast<const char*>(sqlite3_column_blob(stmt_, column));
+  if (bytes == nullptr) return {};
+  return {bytes, static_cast<size_t>(sqlite3_column_bytes(stmt_, column))};
+}
+
+Transaction::~Transaction() {
+  if (open_ && db_.InTransaction()) {
+    // A failed rollback leaves nothing to do: SQLite rolls back itself when
+    // it cannot, and the next Begin() reports a connection still stuck.
+    db_.Exec("ROLLBACK").IgnoreError();
+  }
+}
+
+absl::Status Transaction::Begin(const char* begin_sql) {
+  absl::Status status = db_.Exec(begin_sql);
+  open_ = status.ok();
+  return status;
+}
+
+absl::Status Transaction::Commit() {
+  absl::Status status = db_.Exec("COMMIT");
+  if (status.ok()) open_ = false;
+  return status;
+}
+
+}  // namespace cachewatch

@@ -1,0 +1,171 @@
+// A small RAII layer over the SQLite C API: a connection (Database), a
+// prepared statement (Statement), a guard that rewinds a statement
+// (StatementReset) and a transaction guard (Transaction). Failures are
+// returned as absl::Status, never thrown.
+//
+// Result codes map to status codes by what the caller can do about them: a
+// database that cannot be written or read right now (disk full, file size
+// cap, read-only, I/O error, locked beyond the busy timeout, out of memory) is
+// Unavailable; a damaged file or one that is not a database is DataLoss;
+// anything else (a misused statement, a violated constraint) is Internal.
+//
+// Not thread-safe: a Database and its Statements are used by one thread at a
+// time; callers serialize (connections are opened with SQLITE_OPEN_NOMUTEX).
+#ifndef CACHEWATCH_DAEMON_STORE_SQLITE_SQLITE_HANDLE_H_
+#define CACHEWATCH_DAEMON_STORE_SQLITE_SQLITE_HANDLE_H_
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace cachewatch {
+
+class Statement;
+
+// One connection. Move-only; closes on destruction (after its statements).
+class Database {
+ public:
+  // Opens the database file at `path`. With `create`, a missing file is
+  // created with mode 0600 (less the umask) first; without it, a missing
+  // file is an error.
+  static absl::StatusOr<Database> Open(const std::string& path, bool create);
+
+  Database(Database&& other) noexcept;
+  Database& operator=(Database&& other) noexcept;
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+  ~Database();
+
+  // Runs SQL that binds no values (schema, PRAGMAs, transaction control);
+  // `sql` may hold several statements.
+  absl::Status Exec(const std::string& sql);
+
+  // Prepares one statement for repeated use.
+  absl::StatusOr<Statement> Prepare(std::string_view sql);
+
+  // The status for result code `rc` of an operation on this connection;
+  // `what` says which operation.
+  absl::Status Error(int rc, std::string_view what) const;
+
+  // Whether a transaction is open on this connection.
+  bool InTransaction() const;
+
+  // Rows inserted, updated or deleted by the last statement.
+  int64_t Changes() const;
+
+  // Takes WAL checkpoints off this connection's commits. SQLite's automatic
+  // checkpoint runs inside the COMMIT that takes the WAL past 1000 pages, on
+  // the committing thread; instead, `after_commit` is called there after
+  // every commit with the pages now in the WAL (it must not block), and
+  // checkpoints are left to another connection. Only a WAL of
+  // `fallback_pages` or more (the other connection falling behind) is still
+  // checkpointed here, so the WAL cannot grow without bound.
+  void HandOffCheckpoints(std::function<void(int wal_pages)> after_commit,
+                          int fallback_pages);
+
+ private:
+  struct WalHook {
+    std::function<void(int wal_pages)> after_commit;
+    int fallback_pages;
+  };
+  static int OnWalCommit(void* hook, sqlite3* db, const char* schema,
+                         int wal_pages);
+
+  explicit Database(sqlite3* db) : db_(db) {}
+
+  sqlite3* db_ = nullptr;
+  // Registered with db_ by HandOffCheckpoints; outlives it.
+  std::unique_ptr<WalHook> wal_hook_;
+};
+
+// A prepared statement. Move-only; finalized on destruction.
+//
+// Parameters are bound by name (":agent"). A bind failure (an unknown name,
+// a value too big) is reported by the next Step() or Run().
+class Statement {
+ public:
+  // An empty statement, to be assigned one from Database::Prepare.
+  Statement() = default;
+  Statement(Statement&& other) noexcept;
+  Statement& operator=(Statement&& other) noexcept;
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  ~Statement();
+
+  void BindInt(const char* name, int64_t value);
+  void BindDouble(const char* name, double value);
+  void BindText(const char* name, std::string_view value);
+  void BindBlob(const char* name, std::string_view bytes);
+  void BindNull(const char* name);
+  // Binds NULL for an empty string, else the text.
+  void BindTextOrNull(const char* name, std::string_view value);
+
+  // Advances to the next row: true when a row is ready, false when done.
+  absl::StatusOr<bool> Step();
+  // Steps to the end, for statements that return no rows.
+  absl::Status Run();
+  // Clears the bindings and rewinds, ending any read the statement holds.
+  void Reset();
+
+  // Columns of the current row, zero-based. Text and Blob views are valid
+  // until the next Step() or Reset().
+  bool IsNull(int column) const;
+  int64_t Int(int column) const;
+  double Double(int column) const;
+  std::string_view Text(int column) const;
+  std::string_view Blob(int column) const;
+
+ private:
+  friend class Database;
+  Statement(sqlite3_stmt* stmt, sqlite3* db) : stmt_(stmt), db_(db) {}
+  int Index(const char* name);
+  void Check(int rc, const char* name);
+
+  sqlite3_stmt* stmt_ = nullptr;
+  sqlite3* db_ = nullptr;    // Not owned.
+  int bind_rc_ = SQLITE_OK;  // First bind failure since the last Reset().
+  std::string bind_error_;
+};
+
+// Resets a statement when it goes out of scope, so that no return path
+// leaves it holding a read open (which would stall WAL checkpoints).
+class StatementReset {
+ public:
+  explicit StatementReset(Statement& statement) : statement_(statement) {}
+  StatementReset(const StatementReset&) = delete;
+  StatementReset& operator=(const StatementReset&) = delete;
+  ~StatementReset() { statement_.Reset(); }
+
+ private:
+  Statement& statement_;
+};
+
+// A transaction that is rolled back on destruction unless committed.
+class Transaction {
+ public:
+  explicit Transaction(Database& db) : db_(db) {}
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  ~Transaction();
+
+  // "BEGIN IMMEDIATE" to write (takes the write lock now, so a busy
+  // database waits here rather than failing mid-transaction), "BEGIN" to
+  // read a consistent snapshot.
+  absl::Status Begin(const char* begin_sql);
+  absl::Status Commit();
+
+ private:
+  Database& db_;
+  bool open_ = false;
+};
+
+}  // namespace cachewatch
+
+#endif  // CACHEWATCH_DAEMON_STORE_SQLITE_SQLITE_HANDLE_H_

@@ -1,0 +1,178 @@
+// The SQLite store: an embedded database (WAL) of turns, tool lists
+// (content-addressed, each distinct list once) and prompt_cache_breaks, with
+// the queries behind the ListBreaks, ExplainBreak and GetLaneTimeline RPCs,
+// the lane state for a restart, and retention. The schema (schema.cc) is a
+// public contract for postmortem SQL.
+//
+// Writes are group-committed, leader/follower style: a Write() that finds no
+// commit in flight commits at once on its own thread; writes arriving while
+// a commit is in flight queue up, and when it ends the first of them commits
+// everything queued (up to max_batch_records) in one transaction. Batches
+// thus grow with the load and the commit time, not with a timer. Each
+// Write() returns once its records are durable. Writes are idempotent per
+// (lane key, request id, kind): a retry changes nothing. WAL checkpoints run
+// on a thread of their own (checkpointer.h), not inside a commit.
+//
+// A lane key whose lane is empty means lane "main", in writes and queries.
+//
+// A SqliteStore is safe for concurrent use from multiple threads without
+// external synchronization. Queries run on their own connection, one at a
+// time, and see every write whose Write() has returned.
+#ifndef CACHEWATCH_DAEMON_STORE_SQLITE_SQLITE_STORE_H_
+#define CACHEWATCH_DAEMON_STORE_SQLITE_SQLITE_STORE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cachewatch/v1/break.pb.h"
+#include "cachewatch/v1/service.pb.h"
+#include "daemon/core/turn.h"
+#include "daemon/store/break_queries.h"
+#include "daemon/store/record.h"
+#include "daemon/store/record_store.h"
+
+namespace cachewatch {
+
+class Checkpointer;
+class ReadConnection;
+class WriteConnection;
+
+struct StoreOptions {
+  // The database file; created with mode 0600 when missing. Default
+  // "./cachewatch.db".
+  std::string path = "./cachewatch.db";
+  // Group commit: an extra wait, from the first queued record, for more
+  // records before committing; 0 commits as soon as no commit is in flight.
+  // Default 0.
+  std::chrono::microseconds max_batch_delay{0};
+  // ... and commits at most this many records per transaction (a single
+  // Write() is never split, so a larger one commits alone). Default 1000.
+  size_t max_batch_records = 1000;
+  // Records waiting for a commit; beyond this Write() answers
+  // ResourceExhausted at once. Default 100,000.
+  size_t max_queued_records = 100000;
+  // synchronous=FULL (a commit survives power loss) instead of NORMAL (it
+  // survives a process crash). Default false.
+  bool synchronous_full = false;
+  // Largest size of the database file, in bytes (rounded down to 4 KiB
+  // pages); writes that need more fail with Unavailable, as on a full disk,
+  // until rows are deleted. 0: no limit. Default 0.
+  int64_t max_size_bytes = 0;
+  // For tests: called on the committing thread just before each transaction
+  // with the number of records it holds. Default none.
+  std::function<void(size_t records)> before_commit;
+};
+
+// The SQLite implementation of RecordStore and BreakQueries (their contracts
+// are in daemon/store/record_store.h and daemon/store/break_queries.h).
+class SqliteStore final : public RecordStore, public BreakQueries {
+ public:
+  // Opens (creating when missing) and migrates the database.
+  // FailedPrecondition when the file's schema is newer than this
+  // build knows; Unavailable when it cannot be opened.
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(
+      const StoreOptions& options);
+
+  SqliteStore(const SqliteStore&) = delete;
+  SqliteStore& operator=(const SqliteStore&) = delete;
+
+  // Drains the queue, then closes the database. No other call may be in
+  // progress or follow.
+  ~SqliteStore() override;
+
+  // Queues `writes` as one unit (committed all together or not at all, in
+  // a transaction shared with other callers' units) and blocks until they
+  // are durable or failed; the calling thread may run that transaction
+  // itself (see group commit above). ResourceExhausted at once when the
+  // queue cannot take them (max_queued_records); Unavailable when the
+  // database cannot be written (disk full, read-only, I/O error).
+  absl::Status Write(std::vector<StoreWrite> writes) override;
+
+  absl::StatusOr<v1::ListBreaksResponse> ListBreaks(
+      const v1::ListBreaksRequest& request) override;
+  absl::StatusOr<v1::ExplainBreakResponse> ExplainBreak(
+      const std::string& break_id) override;
+  absl::StatusOr<v1::GetLaneTimelineResponse> LaneTimeline(const LaneKey& key,
+                                                           int limit) override;
+
+  absl::StatusOr<std::optional<v1::TurnClassification>> FindClassification(
+      const LaneKey& key, const std::string& request_id) override;
+  absl::StatusOr<std::vector<RestoredLane>> LoadRecentLanes(
+      int64_t since_us) override;
+  absl::StatusOr<std::optional<RestoredLane>> LoadLane(
+      const LaneKey& key) override;
+
+  // Deletes in transactions of at most 1000 rows of each kind, letting
+  // queued writes commit in between; the rows counted are turns, breaks and
+  // the tool lists no turn references any more.
+  absl::StatusOr<int64_t> DeleteOlderThan(int64_t cutoff_us) override;
+
+  size_t queued_records() const override;
+  StoreStats stats() const override;
+
+  // For tests: caps the file at `pages` database pages (PRAGMA
+  // max_page_count on the write connection), so that writes needing more
+  // fail as on a full disk.
+  absl::Status SetMaxPageCountForTesting(int64_t pages);
+
+ private:
+  // One Write() call waiting for its commit.
+  struct PendingWrite;
+
+  SqliteStore(const StoreOptions& options,
+              std::unique_ptr<WriteConnection> writer,
+              std::unique_ptr<ReadConnection> reader,
+              std::unique_ptr<Checkpointer> checkpointer);
+
+  // Called by the leader (the write at the queue's front, no commit in
+  // flight): waits up to max_batch_delay for a full batch, then takes the
+  // batch off the queue and marks a commit in flight. `lock` holds
+  // queue_mu_.
+  std::vector<PendingWrite*> TakeBatch(std::unique_lock<std::mutex>& lock);
+  // Commits a batch (without queue_mu_ held) and answers its callers.
+  void CommitBatch(const std::vector<PendingWrite*>& batch);
+  // Requires queue_mu_.
+  bool BatchFull() const;
+
+  const StoreOptions options_;
+
+  // std::mutex rather than absl::Mutex: ThreadSanitizer sees through it
+  // (Debian's abseil is not instrumented).
+  mutable std::mutex queue_mu_;
+  // Notified whenever the queue, `committing_` or `closing_` changes.
+  std::condition_variable queue_changed_;
+  std::deque<PendingWrite*> queue_;  // Guarded by queue_mu_.
+  size_t queued_records_ = 0;        // Guarded by queue_mu_.
+  bool closing_ = false;             // Guarded by queue_mu_.
+  // A leader has taken a batch and not yet answered it.
+  bool committing_ = false;  // Guarded by queue_mu_.
+  StoreStats stats_;         // Guarded by queue_mu_.
+  // Batches finished, committed or failed.
+  int64_t finished_batches_ = 0;  // Guarded by queue_mu_.
+
+  // Held by the leader for each commit, and by retention batches; never
+  // together with queue_mu_.
+  std::mutex writer_mu_;
+  const std::unique_ptr<WriteConnection> writer_;  // Used under writer_mu_.
+
+  std::mutex reader_mu_;
+  const std::unique_ptr<ReadConnection> reader_;  // Used under reader_mu_.
+
+  // Thread-safe. Declared last, so stopped before the connections close.
+  const std::unique_ptr<Checkpointer> checkpointer_;
+};
+
+}  // namespace cachewatch
+
+#endif  // CACHEWATCH_DAEMON_STORE_SQLITE_SQLITE_STORE_H_

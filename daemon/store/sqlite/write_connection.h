@@ -1,0 +1,81 @@
+// The store's write side: the one read-write connection, its prepared
+// statements, and the SQL that applies each StoreWrite (record.h), deletes
+// old rows and caps the file size.
+//
+// Not thread-safe: the SqliteStore serializes every call.
+#ifndef CACHEWATCH_DAEMON_STORE_SQLITE_WRITE_CONNECTION_H_
+#define CACHEWATCH_DAEMON_STORE_SQLITE_WRITE_CONNECTION_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/store/record.h"
+#include "daemon/store/sqlite/sqlite_handle.h"
+
+namespace cachewatch {
+
+class WriteConnection {
+ public:
+  // Opens the database at `path`, creating it (mode 0600) when missing;
+  // sets WAL, synchronous FULL or NORMAL, foreign keys and a busy timeout;
+  // migrates the schema; prepares the statements. FailedPrecondition when
+  // the file's schema is newer than this build's.
+  static absl::StatusOr<std::unique_ptr<WriteConnection>> Open(
+      const std::string& path, bool synchronous_full);
+
+  WriteConnection(const WriteConnection&) = delete;
+  WriteConnection& operator=(const WriteConnection&) = delete;
+
+  // Applies every write of every unit in one transaction: all are committed
+  // or none. `now_us` (the daemon's clock) fills received_at_us of new rows.
+  // Unavailable when the database cannot be written right now.
+  absl::Status Commit(const std::vector<const std::vector<StoreWrite>*>& units,
+                      int64_t now_us);
+
+  // In one transaction, deletes at most `limit` turns and at most `limit`
+  // breaks with request_time_us < cutoff_us, then at most `limit` tool lists
+  // no turn references. Returns the rows deleted (0 when nothing is left).
+  absl::StatusOr<int64_t> DeleteOlderBatch(int64_t cutoff_us, int limit);
+
+  // PRAGMA max_page_count: caps the file at `pages` pages, so that writes
+  // needing more fail as on a full disk.
+  absl::Status SetMaxPageCount(int64_t pages);
+
+  // Database::HandOffCheckpoints on this connection.
+  void HandOffCheckpoints(std::function<void(int wal_pages)> after_commit,
+                          int fallback_pages);
+
+ private:
+  explicit WriteConnection(Database db) : db_(std::move(db)) {}
+  absl::Status PrepareStatements();
+
+  absl::Status Apply(const SnapshotWrite& write, int64_t now_us);
+  absl::Status Apply(const UsageWrite& write, int64_t now_us);
+  absl::Status Apply(const ClassificationWrite& write, int64_t now_us);
+  absl::Status InternToolList(const std::string& list_hash,
+                              const v1::Snapshot& snapshot);
+  absl::Status InsertBreak(const LaneKey& key,
+                           const v1::PromptCacheBreak& event);
+
+  Database db_;
+  // Prepared once, reused for every write; declared after db_ so they are
+  // finalized before it closes.
+  Statement insert_tool_list_;
+  Statement insert_tool_entry_;
+  Statement upsert_snapshot_;
+  Statement upsert_usage_;
+  Statement upsert_classification_;
+  Statement insert_break_;
+  Statement delete_turns_;
+  Statement delete_breaks_;
+  Statement delete_tool_lists_;
+};
+
+}  // namespace cachewatch
+
+#endif  // CACHEWATCH_DAEMON_STORE_SQLITE_WRITE_CONNECTION_H_

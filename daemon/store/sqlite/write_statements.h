@@ -1,0 +1,139 @@
+// The SQL that writes the store's rows, one statement per kind of row,
+// with named parameters (":agent", ...) bound in the layouts of columns.h.
+// WriteConnection runs them; bench/query_bench writes its generated store
+// with the same text, so the two cannot drift apart when the schema changes.
+//
+// Every turn row is keyed by (agent, session_id, lane, request_id) and
+// filled in by up to three upserts, in whatever order its records arrive:
+// kUpsertSnapshot, kUpsertUsage and kUpsertClassification. A parameter left
+// unbound is NULL.
+#ifndef CACHEWATCH_DAEMON_STORE_SQLITE_WRITE_STATEMENTS_H_
+#define CACHEWATCH_DAEMON_STORE_SQLITE_WRITE_STATEMENTS_H_
+
+namespace cachewatch {
+
+inline constexpr const char* kInsertToolList = R"sql(
+INSERT INTO tool_lists (list_hash, tool_count) VALUES (:list_hash, :tool_count)
+ON CONFLICT (list_hash) DO NOTHING)sql";
+
+inline constexpr const char* kInsertToolEntry = R"sql(
+INSERT INTO tool_list_entries (list_hash, position, name, schema_hash)
+VALUES (:list_hash, :position, :name, :schema_hash))sql";
+
+// A retried snapshot (snapshot_received already 1) changes nothing. The
+// snapshot's provider, model and request time win over the usage's.
+inline constexpr const char* kUpsertSnapshot = R"sql(
+INSERT INTO turns (
+  agent, session_id, lane, request_id, provider, model, request_time_us,
+  snapshot_received, system_hash, system_sections, tool_list_hash, tool_count,
+  options_hash, cache_enabled, cache_automatic, cache_ttl_seconds, breakpoints,
+  message_chain, expected_drop, tool_order_policy, received_at_us)
+VALUES (
+  :agent, :session_id, :lane, :request_id, :provider, :model, :request_time_us,
+  1, :system_hash, :system_sections, :tool_list_hash, :tool_count,
+  :options_hash, :cache_enabled, :cache_automatic, :cache_ttl_seconds,
+  :breakpoints, :message_chain, :expected_drop, :tool_order_policy,
+  :received_at_us)
+ON CONFLICT (agent, session_id, lane, request_id) DO UPDATE SET
+  provider = excluded.provider,
+  model = excluded.model,
+  request_time_us = excluded.request_time_us,
+  snapshot_received = 1,
+  system_hash = excluded.system_hash,
+  system_sections = excluded.system_sections,
+  tool_list_hash = excluded.tool_list_hash,
+  tool_count = excluded.tool_count,
+  options_hash = excluded.options_hash,
+  cache_enabled = excluded.cache_enabled,
+  cache_automatic = excluded.cache_automatic,
+  cache_ttl_seconds = excluded.cache_ttl_seconds,
+  breakpoints = excluded.breakpoints,
+  message_chain = excluded.message_chain,
+  expected_drop = excluded.expected_drop,
+  tool_order_policy = excluded.tool_order_policy
+WHERE turns.snapshot_received = 0)sql";
+
+// A retried usage (usage_received already 1) changes nothing. Without a
+// snapshot, the response time stands in for the request time.
+inline constexpr const char* kUpsertUsage = R"sql(
+INSERT INTO turns (
+  agent, session_id, lane, request_id, provider, model, request_time_us,
+  response_time_us, usage_received, uncached_input_tokens, cache_read_tokens,
+  cache_write_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
+  output_tokens, prompt_total_tokens, raw_usage_json, provider_miss_reason,
+  provider_missed_tokens, received_at_us)
+VALUES (
+  :agent, :session_id, :lane, :request_id, :provider, :model,
+  :response_time_us, :response_time_us, 1, :uncached_input_tokens,
+  :cache_read_tokens, :cache_write_tokens, :cache_write_5m_tokens,
+  :cache_write_1h_tokens, :output_tokens, :prompt_total_tokens,
+  :raw_usage_json, :provider_miss_reason, :provider_missed_tokens,
+  :received_at_us)
+ON CONFLICT (agent, session_id, lane, request_id) DO UPDATE SET
+  provider = coalesce(turns.provider, excluded.provider),
+  model = coalesce(turns.model, excluded.model),
+  request_time_us = coalesce(turns.request_time_us, excluded.request_time_us),
+  response_time_us = excluded.response_time_us,
+  usage_received = 1,
+  uncached_input_tokens = excluded.uncached_input_tokens,
+  cache_read_tokens = excluded.cache_read_tokens,
+  cache_write_tokens = excluded.cache_write_tokens,
+  cache_write_5m_tokens = excluded.cache_write_5m_tokens,
+  cache_write_1h_tokens = excluded.cache_write_1h_tokens,
+  output_tokens = excluded.output_tokens,
+  prompt_total_tokens = excluded.prompt_total_tokens,
+  raw_usage_json = excluded.raw_usage_json,
+  provider_miss_reason = excluded.provider_miss_reason,
+  provider_missed_tokens = excluded.provider_missed_tokens
+WHERE turns.usage_received = 0)sql";
+
+// A pending verdict never replaces a stored one.
+inline constexpr const char* kUpsertClassification = R"sql(
+INSERT INTO turns (
+  agent, session_id, lane, request_id, request_time_us, expected_drop,
+  verdict, primary_reason, break_id, expected_reuse_tokens, missed_tokens,
+  received_at_us)
+VALUES (
+  :agent, :session_id, :lane, :request_id, :request_time_us, :expected_drop,
+  :verdict, :primary_reason, :break_id, :expected_reuse_tokens,
+  :missed_tokens, :received_at_us)
+ON CONFLICT (agent, session_id, lane, request_id) DO UPDATE SET
+  request_time_us = coalesce(turns.request_time_us, excluded.request_time_us),
+  expected_drop = coalesce(turns.expected_drop, excluded.expected_drop),
+  verdict = excluded.verdict,
+  primary_reason = excluded.primary_reason,
+  break_id = excluded.break_id,
+  expected_reuse_tokens = excluded.expected_reuse_tokens,
+  missed_tokens = excluded.missed_tokens
+WHERE excluded.verdict <> 'pending' OR turns.verdict IS NULL)sql";
+
+inline constexpr const char* kInsertBreak = R"sql(
+INSERT INTO prompt_cache_breaks (
+  break_id, agent, session_id, lane, provider, previous_request_id,
+  request_id, previous_model, model, primary_reason, reasons, evidence,
+  previous_cache_read_tokens, current_cache_read_tokens,
+  expected_reuse_tokens, missed_tokens, prompt_total_tokens,
+  cache_write_tokens, changed_tool_names, added_tool_names,
+  removed_tool_names, reordered_tool_names, schema_changed_tool_names,
+  changed_system_sections, first_changed_tool_index,
+  first_changed_message_block, blocks_since_last_write, gap_seconds,
+  ttl_seconds, ttl_source, estimated_extra_cost_usd,
+  previous_request_time_us, request_time_us, provider_miss_reason,
+  provider_missed_tokens, provider_agreement, event)
+VALUES (
+  :break_id, :agent, :session_id, :lane, :provider, :previous_request_id,
+  :request_id, :previous_model, :model, :primary_reason, :reasons, :evidence,
+  :previous_cache_read_tokens, :current_cache_read_tokens,
+  :expected_reuse_tokens, :missed_tokens, :prompt_total_tokens,
+  :cache_write_tokens, :changed_tool_names, :added_tool_names,
+  :removed_tool_names, :reordered_tool_names, :schema_changed_tool_names,
+  :changed_system_sections, :first_changed_tool_index,
+  :first_changed_message_block, :blocks_since_last_write, :gap_seconds,
+  :ttl_seconds, :ttl_source, :estimated_extra_cost_usd,
+  :previous_request_time_us, :request_time_us, :provider_miss_reason,
+  :provider_missed_tokens, :provider_agreement, :event)
+ON CONFLICT (break_id) DO NOTHING)sql";
+
+}  // namespace cachewatch
+
+#endif  // CACHEWATCH_DAEMON_STORE_SQLITE_WRITE_STATEMENTS_H_

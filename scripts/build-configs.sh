@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Compiles the tree in the build types CI does not otherwise build, from a
+# clean build directory each, with the project's warnings as errors
+# (-DCACHEWATCH_WERROR=ON): Debug (-O0 -g) and Release (-O3, where GCC's
+# optimizer reports warnings the other types do not). Tests' sources are
+# compiled (they are where such warnings were), not run: the suite runs in
+# the RelWithDebInfo sanitizer builds (scripts/run-sanitizers.sh).
+# Benchmarks are not built (they are EXCLUDE_FROM_ALL).
+#
+# Usage: scripts/build-configs.sh [Debug|Release|all]   (default: all)
+# Environment: JOBS (default nproc), CONFIG_BUILD_PREFIX (default build-).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+prefix=${CONFIG_BUILD_PREFIX:-build-}
+which=${1:-all}
+
+build() {  # build <CMAKE_BUILD_TYPE>
+  local type=$1 dir="${prefix}$(echo "$1" | tr '[:upper:]' '[:lower:]')"
+  echo "== build-configs: $type in $dir (clean)"
+  rm -rf "$dir"
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$type" -DCACHEWATCH_WERROR=ON \
+    >/dev/null
+  cmake --build "$dir" -j"$JOBS"
+}
+
+case "$which" in
+  Debug | Release) build "$which" ;;
+  all)
+    build Debug
+    build Release
+    ;;
+  *) echo "usage: $0 [Debug|Release|all]" >&2; exit 2 ;;
+esac
