@@ -42,7 +42,7 @@ anchor AS (
   FROM lane_turns AS lt JOIN brk AS b ON lt.request_id = b.request_id
 )
 SELECT lt.seq - a.seq AS turn_offset,
-       to_char(to_timestamp(lt.request_time_us / 1e6) AT TIME ZONE 'UTC',
+       to_char(to_timestamp(round(lt.request_time_us / 1000.0) / 1000) AT TIME ZONE 'UTC',
                'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS request_time,
        ROUND((lt.request_time_us - lt.prev_time_us) / 1e6, 1) AS gap_s,
        lt.request_id,

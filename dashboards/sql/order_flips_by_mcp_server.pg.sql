@@ -52,7 +52,7 @@ SELECT p.mcp_server,
        SUM(p.tools) AS tool_moves,
        s.distinct_tools,
        SUM(p.missed_tokens) AS tokens_lost_in_these_breaks,
-       to_char(to_timestamp(MAX(p.request_time_us) / 1e6) AT TIME ZONE 'UTC',
+       to_char(to_timestamp(round(MAX(p.request_time_us) / 1000.0) / 1000) AT TIME ZONE 'UTC',
                'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS last_flip
 FROM per_break AS p
 JOIN per_server AS s ON s.mcp_server = p.mcp_server

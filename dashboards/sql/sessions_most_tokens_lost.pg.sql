@@ -67,9 +67,9 @@ SELECT s.agent,
        r.tokens_lost AS top_reason_tokens_lost,
        COALESCE(st.turns, 0) AS turns,
        ROUND(1.0 * st.read_tokens / NULLIF(st.prompt_tokens, 0), 4) AS hit_ratio,
-       to_char(to_timestamp(s.first_us / 1e6) AT TIME ZONE 'UTC',
+       to_char(to_timestamp(round(s.first_us / 1000.0) / 1000) AT TIME ZONE 'UTC',
                'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS first_break,
-       to_char(to_timestamp(s.last_us / 1e6) AT TIME ZONE 'UTC',
+       to_char(to_timestamp(round(s.last_us / 1000.0) / 1000) AT TIME ZONE 'UTC',
                'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS last_break
 FROM per_session s
 JOIN per_reason r

@@ -17,7 +17,7 @@ SELECT t.value COLLATE "C" AS tool,
        COUNT(DISTINCT b.agent) AS agents,
        COUNT(DISTINCT b.agent || '/' || b.session_id) AS sessions,
        SUM(b.missed_tokens) AS tokens_lost_in_these_breaks,
-       to_char(to_timestamp(MAX(b.request_time_us) / 1e6) AT TIME ZONE 'UTC',
+       to_char(to_timestamp(round(MAX(b.request_time_us) / 1000.0) / 1000) AT TIME ZONE 'UTC',
                'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS last_change
 FROM prompt_cache_breaks AS b
 CROSS JOIN LATERAL

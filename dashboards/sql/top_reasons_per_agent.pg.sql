@@ -46,9 +46,9 @@ SELECT agent,
        tokens_lost,
        CAST(ROUND(1.0 * tokens_lost / breaks) AS bigint) AS avg_tokens_lost,
        ROUND(cost::numeric, 4) AS estimated_extra_cost_usd,
-       to_char(to_timestamp(first_us / 1e6) AT TIME ZONE 'UTC',
+       to_char(to_timestamp(round(first_us / 1000.0) / 1000) AT TIME ZONE 'UTC',
                'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS first_break,
-       to_char(to_timestamp(last_us / 1e6) AT TIME ZONE 'UTC',
+       to_char(to_timestamp(round(last_us / 1000.0) / 1000) AT TIME ZONE 'UTC',
                'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS last_break
 FROM ranked
 WHERE reason_rank <= COALESCE(NULLIF(:'top', '')::bigint, 5)

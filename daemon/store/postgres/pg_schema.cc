@@ -149,9 +149,9 @@ CREATE INDEX breaks_with_schema_changes
   WHERE schema_changed_tool_names <> '[]';
 CREATE VIEW breaks_readable AS SELECT
   break_id,
-  to_char(to_timestamp(request_time_us / 1e6) AT TIME ZONE 'UTC',
+  to_char(to_timestamp(round(request_time_us / 1000.0) / 1000) AT TIME ZONE 'UTC',
           'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS request_time,
-  to_char(to_timestamp(previous_request_time_us / 1e6) AT TIME ZONE 'UTC',
+  to_char(to_timestamp(round(previous_request_time_us / 1000.0) / 1000) AT TIME ZONE 'UTC',
           'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS previous_request_time,
   agent, session_id, lane, provider, previous_model, model,
   primary_reason, reasons, evidence,
