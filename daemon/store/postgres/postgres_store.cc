@@ -554,7 +554,11 @@ void PostgresStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
   stats_.last_commit_failed = !status.ok();
   ++finished_batches_;
   for (PendingWrite* pending : batch) {
-    pending->status = status;
+    // A status of its own for each caller (not a copy sharing one
+    // reference-counted error across threads).
+    pending->status = status.ok()
+                          ? absl::OkStatus()
+                          : absl::Status(status.code(), status.message());
     pending->done = true;
   }
   committing_ = false;
