@@ -4,8 +4,9 @@
 #               whole suite built with AddressSanitizer + UBSan (build-asan),
 #               the concurrent parts with ThreadSanitizer (build-tsan),
 #               each fuzzer for FUZZ_SECONDS (build-fuzz), and a clean
-#               compile of the Debug and Release build types (build-debug,
-#               build-release), all with -Werror
+#               compile of the Debug, RelWithDebInfo and Release build types
+#               (build-debug, build-relwithdebinfo, build-release), all with
+#               -Werror
 # A plain `cmake` build (`make build`, a release) does not use -Werror.
 # While developing:
 #   make check  build without sanitizers in $(BUILD) and run the whole suite
@@ -31,7 +32,8 @@ check: deps
 	cmake --build $(BUILD) -j$(JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
-# scripts/build-configs.sh: Debug and Release from clean, -Werror, no tests run.
+# scripts/build-configs.sh: Debug, RelWithDebInfo and Release from clean,
+# -Werror, no tests run.
 configs: deps
 	JOBS=$(JOBS) bash scripts/build-configs.sh all
 

@@ -11,6 +11,7 @@
 #include "daemon/core/classifier.h"
 #include "daemon/core/lane_tracker.h"
 #include "daemon/pipeline/validation.h"
+#include "daemon/util/status_macros.h"
 
 namespace cachewatch::cli {
 namespace {
@@ -55,16 +56,15 @@ void PrintSummary(const TraceAnalysis& analysis, size_t unreadable_lines) {
 }
 
 absl::Status RunAnalyze(const AnalyzeOptions& options) {
-  absl::StatusOr<Trace> trace = ReadTrace(options.path);
-  if (!trace.ok()) return trace.status();
-  for (const TraceLineError& error : trace->errors) {
+  CACHEWATCH_ASSIGN_OR_RETURN(Trace trace, ReadTrace(options.path));
+  for (const TraceLineError& error : trace.errors) {
     std::cerr << options.path << ":" << error.line << ": "
               << error.status.message() << "\n";
   }
   TrackerOptions tracker;
   tracker.usage_grace_us = options.usage_grace_seconds * 1'000'000;
   const TraceAnalysis analysis = AnalyzeTrace(
-      trace->records,
+      trace.records,
       [&](const TraceRecord& record, const absl::Status& why) {
         std::cerr << options.path << ":" << record.line << ": " << why.message()
                   << "\n";
@@ -83,7 +83,7 @@ absl::Status RunAnalyze(const AnalyzeOptions& options) {
       std::cout << BreakLine(cache_break) << "\n";
     }
   }
-  if (!options.json) PrintSummary(analysis, trace->errors.size());
+  if (!options.json) PrintSummary(analysis, trace.errors.size());
   return absl::OkStatus();
 }
 
@@ -95,7 +95,12 @@ TraceAnalysis AnalyzeTrace(
         on_invalid,
     const TrackerOptions& options) {
   TraceAnalysis analysis;
-  LaneTracker tracker(options, ClassifierOptions{});
+  // The whole trace is at hand: no lane is ever forgotten, as the daemon
+  // forgets none (it reads an evicted lane back from its store).
+  TrackerOptions tracker_options = options;
+  tracker_options.idle_lane_timeout_us = std::numeric_limits<int64_t>::max();
+  tracker_options.max_lanes = std::numeric_limits<size_t>::max();
+  LaneTracker tracker(tracker_options, ClassifierOptions{});
   const ValidationLimits limits;
   int64_t now_us = std::numeric_limits<int64_t>::min();
   for (const TraceRecord& entry : records) {

@@ -37,7 +37,9 @@ struct TraceAnalysis {
   int invalid = 0;     // Records validation refused.
 };
 
-// Feeds `records` in order to a fresh lane tracker with `options`, using
+// Feeds `records` in order to a fresh lane tracker with `options` (except
+// that it never forgets a lane, as the daemon reads a forgotten lane back
+// from its store), using
 // each record's own client timestamp as the daemon's clock (never going
 // backwards), then expires every turn still pending so that each one is
 // classified. Calls `on_invalid` for each record validation refuses.

@@ -113,12 +113,8 @@ absl::Status RunBreaks(const GlobalOptions& global,
     context.set_deadline(UnaryDeadline(global));
     Authorize(context, global);
     v1::ListBreaksResponse response;
-    if (absl::Status status =
-            FromRpcStatus(stub->ListBreaks(&context, request, &response),
-                          "ListBreaks", global);
-        !status.ok()) {
-      return status;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(FromRpcStatus(
+        stub->ListBreaks(&context, request, &response), "ListBreaks", global));
     breaks.insert(breaks.end(), response.breaks().begin(),
                   response.breaks().end());
     if (response.next_page_token().empty()) break;
@@ -196,12 +192,9 @@ absl::Status RunLane(const GlobalOptions& global, const LaneOptions& options) {
   context.set_deadline(UnaryDeadline(global));
   Authorize(context, global);
   v1::GetLaneTimelineResponse response;
-  if (absl::Status status =
-          FromRpcStatus(stub->GetLaneTimeline(&context, request, &response),
-                        "GetLaneTimeline", global);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(
+      FromRpcStatus(stub->GetLaneTimeline(&context, request, &response),
+                    "GetLaneTimeline", global));
   if (response.turns().empty()) {
     return absl::NotFoundError(
         absl::StrCat("no turns recorded for lane ", options.lane_key));

@@ -937,10 +937,8 @@ absl::Status Fleet::NextStep(int64_t now_us,
                              std::vector<v1::RecordRequest>& records,
                              std::vector<TurnTruth>* truths) {
   for (const std::unique_ptr<Lane>& lane : lanes_) {
-    if (absl::Status status = lane->NextTurn(now_us, records, truths, counts_);
-        !status.ok()) {
-      return status;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(
+        lane->NextTurn(now_us, records, truths, counts_));
   }
   return absl::OkStatus();
 }

@@ -48,7 +48,8 @@ std::string Provider(v1::Provider provider) {
   return std::string(ProviderName(provider));
 }
 
-// Left-aligned columns, two spaces apart; `numeric` columns right-aligned.
+}  // namespace
+
 std::string RenderTable(const std::vector<std::vector<std::string>>& rows,
                         const std::set<size_t>& numeric) {
   std::vector<size_t> widths;
@@ -74,6 +75,8 @@ std::string RenderTable(const std::vector<std::vector<std::string>>& rows,
   }
   return out;
 }
+
+namespace {
 
 bool Contains(const google::protobuf::RepeatedPtrField<std::string>& names,
               const std::string& name) {

@@ -7,6 +7,7 @@
 #include <google/protobuf/timestamp.pb.h>
 
 #include <cstddef>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ std::string EvidenceName(v1::Evidence evidence);
 // empty when no tool changed.
 std::string ToolChanges(const v1::PromptCacheBreak& cache_break,
                         size_t max_names);
+
+// Rows as a table: left-aligned columns two spaces apart, the `numeric`
+// columns right-aligned; the first row is the header.
+std::string RenderTable(const std::vector<std::vector<std::string>>& rows,
+                        const std::set<size_t>& numeric);
 
 // One line per break, as `tail` and `analyze` print it:
 // "2026-11-30T07:01:02Z  my-agent/s1/main  tools_order_changed  lost 20000

@@ -5,6 +5,7 @@
 #include "cli/analyze.h"
 #include "cli/command.h"
 #include "cli/commands_query.h"
+#include "cli/import.h"
 #include "cli/replay.h"
 #include "cli/simulate.h"
 
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   absl::Status result;
   AddQueryCommands(app, global, result);
   AddAnalyzeCommand(app, result);
+  AddImportCommand(app, global, result);
   AddReplayCommand(app, global, result);
   AddSimulateCommand(app, global, result);
   try {

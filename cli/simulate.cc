@@ -19,6 +19,7 @@
 #include "cli/fleet.h"
 #include "cli/record_stream.h"
 #include "cli/trace.h"
+#include "daemon/util/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace cachewatch::cli {
@@ -111,10 +112,7 @@ absl::Status RunSimulateToTrace(const SimulateOptions& options) {
   std::vector<v1::RecordRequest> records;
   std::vector<TurnTruth> truths;
   for (int step = 0; step < options.fleet.turns; ++step) {
-    if (absl::Status status = fleet.NextStep(now_us, records, &truths);
-        !status.ok()) {
-      return status;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(fleet.NextStep(now_us, records, &truths));
   }
   Jitter(options.jitter_seconds, options.fleet.seed, records);
   std::ofstream out(options.trace_path);
@@ -137,10 +135,7 @@ absl::Status RunSimulateToTrace(const SimulateOptions& options) {
         absl::StrCat("cannot write ", options.trace_path));
   }
   if (!options.truth_path.empty()) {
-    if (absl::Status status = WriteTruth(options.truth_path, truths);
-        !status.ok()) {
-      return status;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(WriteTruth(options.truth_path, truths));
   }
   PrintSummary(options, fleet.counts(), 0);
   return absl::OkStatus();
@@ -148,11 +143,10 @@ absl::Status RunSimulateToTrace(const SimulateOptions& options) {
 
 absl::Status RunSimulate(const GlobalOptions& global,
                          const SimulateOptions& options) {
-  absl::StatusOr<std::unique_ptr<v1::CacheWatch::Stub>> stub =
-      ConnectToDaemon(global);
-  if (!stub.ok()) return stub.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(std::unique_ptr<v1::CacheWatch::Stub> stub,
+                              ConnectToDaemon(global));
   Fleet fleet(options.fleet);
-  RecordStream stream(**stub, global);
+  RecordStream stream(*stub, global);
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() -
@@ -174,12 +168,8 @@ absl::Status RunSimulate(const GlobalOptions& global,
               std::chrono::duration<double>(step / options.turns_per_second)));
     }
     records.clear();
-    if (absl::Status status =
-            fleet.NextStep(NowMicros(), records,
-                           options.truth_path.empty() ? nullptr : &truths);
-        !status.ok()) {
-      return status;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(fleet.NextStep(
+        NowMicros(), records, options.truth_path.empty() ? nullptr : &truths));
     Jitter(options.jitter_seconds, options.fleet.seed + step, records);
     for (const v1::RecordRequest& record : records) {
       if (!stream.Send(record)) {
@@ -188,22 +178,18 @@ absl::Status RunSimulate(const GlobalOptions& global,
       }
     }
   }
-  absl::StatusOr<AckTally> tally = stream.Finish();
-  if (!tally.ok()) return tally.status();
+  CACHEWATCH_ASSIGN_OR_RETURN(AckTally tally, stream.Finish());
   if (!options.truth_path.empty()) {
-    if (absl::Status status = WriteTruth(options.truth_path, truths);
-        !status.ok()) {
-      return status;
-    }
+    CACHEWATCH_RETURN_IF_ERROR(WriteTruth(options.truth_path, truths));
   }
   PrintSummary(options, fleet.counts(), elapsed());
-  std::cout << DescribeTally(*tally, fleet.counts().records);
-  if (tally->refused() > 0 || tally->acknowledged < fleet.counts().records) {
+  std::cout << DescribeTally(tally, fleet.counts().records);
+  if (tally.refused() > 0 || tally.acknowledged < fleet.counts().records) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the daemon refused ", tally->refused(),
+        absl::StrCat("the daemon refused ", tally.refused(),
                      " and did not "
                      "acknowledge ",
-                     fleet.counts().records - tally->acknowledged, " of ",
+                     fleet.counts().records - tally.acknowledged, " of ",
                      fleet.counts().records, " records"));
   }
   return absl::OkStatus();

@@ -13,7 +13,9 @@ realistic and stay in step with the tests:
                        and the provider usages above), encoded to the binary
                        wire format with `protoc --encode`;
   lane_tracker         scripted lane histories (LANE_HISTORIES below), in the
-                       fuzzer's four-bytes-per-operation form.
+                       fuzzer's four-bytes-per-operation form;
+  proxy_observe        proxied exchanges (PROXY_EXCHANGES below): a shape
+                       byte, the request body, NUL, the response body.
 
 Run from anywhere: python3 fuzz/make_seeds.py. It (over)writes its seed
 files and leaves other files in the corpus directories alone; it needs
@@ -239,6 +241,116 @@ def write_lane_histories():
     return len(LANE_HISTORIES)
 
 
+def write_transcripts():
+    """The import fixtures (tests/fixtures/import), one seed per JSONL file,
+    behind the byte that selects its reader."""
+    directory = corpus_dir("transcript")
+    readers = {"claude-code": 0, "codex": 1, "gemini": 2}
+    count = 0
+    for agent, selector in readers.items():
+        for path in sorted((ROOT / "tests/fixtures/import" / agent).rglob("*.jsonl")):
+            name = f"{agent}_{path.stem[:24]}"
+            (directory / name).write_bytes(bytes([selector]) + path.read_bytes())
+            count += 1
+    return count
+
+
+ANTHROPIC_REQUEST = {
+    "model": "claude-sonnet-4-5", "max_tokens": 1024,
+    "system": [{"type": "text", "text": "You are an agent."},
+               {"type": "text", "text": "Today is 2026-12-01.",
+                "cache_control": {"type": "ephemeral"}}],
+    "tools": [{"name": "read", "input_schema": {"type": "object"},
+               "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+    "messages": [
+        {"role": "user", "content": "Fix the test"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "read", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "ok",
+             "cache_control": {"type": "ephemeral"}}]}],
+    "thinking": {"type": "enabled", "budget_tokens": 2000},
+    "metadata": {"user_id": "user_ab_account__session_0a1b-2c3d"},
+}
+CHAT_REQUEST = {
+    "model": "gpt-5", "stream": True, "stream_options": {"include_usage": True},
+    "messages": [{"role": "system", "content": "Be brief."},
+                 {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                 {"role": "assistant", "content": None, "tool_calls": [
+                     {"id": "c", "type": "function",
+                      "function": {"name": "f", "arguments": "{}"}}]},
+                 {"role": "tool", "tool_call_id": "c", "content": "4"}],
+    "tools": [{"type": "function", "function": {"name": "f"}}],
+    "prompt_cache_key": "conversation-1",
+}
+RESPONSES_REQUEST = {
+    "model": "gpt-5.6", "instructions": "Be brief.",
+    "input": [{"role": "user", "content": "hi"},
+              {"type": "compaction", "encrypted_content": "x"}],
+    "reasoning": {"effort": "low"}, "prompt_cache_retention": "24h",
+}
+ANTHROPIC_RESPONSE = {
+    "id": "msg_1", "model": "claude-sonnet-4-5",
+    "usage": {"input_tokens": 3, "cache_read_input_tokens": 900,
+              "cache_creation_input_tokens": 10, "output_tokens": 5},
+    "diagnostics": {"cache_miss_reason": {
+        "type": "tools_changed", "cache_missed_input_tokens": 10}},
+}
+ANTHROPIC_STREAM = (
+    "event: message_start\r\ndata: " + json.dumps({
+        "type": "message_start", "message": {
+            "id": "msg_2", "model": "m", "usage": {"input_tokens": 1}}})
+    + "\r\n\r\n: ping\r\n\r\nevent: message_delta\r\ndata: "
+    + json.dumps({"type": "message_delta", "usage": {"output_tokens": 7}})
+    + "\r\n\r\nevent: message_stop\r\ndata: {}\r\n\r\n")
+CHAT_STREAM = (
+    "data: " + json.dumps({"id": "chatcmpl-1", "model": "gpt-5",
+                           "choices": [], "usage": None})
+    + "\n\ndata: " + json.dumps({
+        "id": "chatcmpl-1", "choices": [],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 1,
+                  "prompt_tokens_details": {"cached_tokens": 0}}})
+    + "\n\ndata: [DONE]\n\n")
+RESPONSES_STREAM = (
+    "event: response.created\ndata: " + json.dumps({
+        "type": "response.created", "response": {"id": "resp_1"}})
+    + "\n\nevent: response.completed\ndata: " + json.dumps({
+        "type": "response.completed", "response": {
+            "id": "resp_1", "usage": {"input_tokens": 4, "output_tokens": 1},
+            "prompt_cache_diagnostics": {"type": "cache_miss",
+                                         "reason": "tools_changed",
+                                         "cache_missed_tokens": 3}}})
+    + "\n\n")
+
+# name: (shape byte, request body, response body); the shape's bits are
+# described in fuzz/proxy_observe_fuzzer.cc.
+PROXY_EXCHANGES = {
+    "anthropic_json": (0, json.dumps(ANTHROPIC_REQUEST),
+                       json.dumps(ANTHROPIC_RESPONSE)),
+    "anthropic_stream": (3 | 4, json.dumps(ANTHROPIC_REQUEST),
+                         ANTHROPIC_STREAM),
+    "anthropic_stream_cut": (4 | 8, json.dumps(ANTHROPIC_REQUEST),
+                             ANTHROPIC_STREAM[:200]),
+    "anthropic_http_500": (16, json.dumps(ANTHROPIC_REQUEST), "{}"),
+    "chat_stream": (1 | 4, json.dumps(CHAT_REQUEST), CHAT_STREAM),
+    "responses_stream": (2 | 4, json.dumps(RESPONSES_REQUEST),
+                         RESPONSES_STREAM),
+    "responses_previous": (2, json.dumps(dict(
+        RESPONSES_REQUEST, previous_response_id="resp_0")),
+                           json.dumps({"id": "resp_2", "usage": {
+                               "input_tokens": 1}})),
+    "malformed_request": (0, '{"model": "m", "messages": [', ""),
+}
+
+
+def write_proxy_observe():
+    directory = corpus_dir("proxy_observe")
+    for name, (shape, request, response) in PROXY_EXCHANGES.items():
+        data = bytes([shape]) + request.encode() + b"\0" + response.encode()
+        (directory / f"exchange_{name}").write_bytes(data)
+    return len(PROXY_EXCHANGES)
+
+
 def main():
     cases = usage_normalizer_cases()
     counts = {
@@ -249,6 +361,8 @@ def main():
         "usage_validation": write_protos(
             "usage_validation", "Usage", usages(cases), "usage"),
         "lane_tracker": write_lane_histories(),
+        "transcript": write_transcripts(),
+        "proxy_observe": write_proxy_observe(),
     }
     for target, count in counts.items():
         print(f"fuzz/corpus/{target}: {count} seeds")

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Compiles the tree in the build types CI does not otherwise build, from a
 # clean build directory each, with the project's warnings as errors
-# (-DCACHEWATCH_WERROR=ON): Debug (-O0 -g) and Release (-O3, where GCC's
-# optimizer reports warnings the other types do not). Tests' sources are
-# compiled (they are where such warnings were), not run: the suite runs in
-# the RelWithDebInfo sanitizer builds (scripts/run-sanitizers.sh).
+# (-DCACHEWATCH_WERROR=ON): Debug (-O0 -g), RelWithDebInfo (-O2 -g, the
+# default development type; the sanitizer builds use it too, but with
+# sanitizer flags that change what GCC warns about) and Release (-O3, where
+# GCC's optimizer reports warnings the other types do not). Tests' sources
+# are compiled (they are where such warnings were), not run: the suite runs
+# in the sanitizer builds (scripts/run-sanitizers.sh).
 # Benchmarks are not built (they are EXCLUDE_FROM_ALL).
 #
-# Usage: scripts/build-configs.sh [Debug|Release|all]   (default: all)
+# Usage: scripts/build-configs.sh [Debug|RelWithDebInfo|Release|all]   (default: all)
 # Environment: JOBS (default nproc), CONFIG_BUILD_PREFIX (default build-).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,10 +27,11 @@ build() {  # build <CMAKE_BUILD_TYPE>
 }
 
 case "$which" in
-  Debug | Release) build "$which" ;;
+  Debug | RelWithDebInfo | Release) build "$which" ;;
   all)
     build Debug
+    build RelWithDebInfo
     build Release
     ;;
-  *) echo "usage: $0 [Debug|Release|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [Debug|RelWithDebInfo|Release|all]" >&2; exit 2 ;;
 esac

@@ -29,7 +29,7 @@ if ! [[ $seconds =~ ^[1-9][0-9]*$ ]]; then
 fi
 build=${FUZZ_BUILD:-build-fuzz}
 jobs=${JOBS:-$(nproc)}
-all_targets=(canonical_json lane_tracker snapshot_validation
+all_targets=(canonical_json lane_tracker proxy_observe snapshot_validation transcript
   usage_normalizer usage_validation)
 read -r -a targets <<<"${FUZZ_TARGETS:-${all_targets[*]}}"
 

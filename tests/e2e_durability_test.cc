@@ -116,12 +116,22 @@ TEST(DurabilityTest, AcknowledgedRecordsSurviveSigkill) {
   ASSERT_TRUE(restarted.Start(db));
   auto stub = restarted.NewStub();
   int last_turn = -1;
-  for (const std::string& id : StoredUsages(db)) {
+  for (const std::string& id : StoredRowSet(
+           db, "SELECT request_id FROM turns WHERE snapshot_received = 1")) {
     if (id.rfind("session-0-", 0) == 0) {
       last_turn = std::max(last_turn, std::stoi(id.substr(10)));
     }
   }
   ASSERT_GE(last_turn, 0);
+  // A snapshot acknowledged without its usage still waits for it after the
+  // restart, as without one: the client resends the usage it had no ack for.
+  if (!StoredUsages(db).contains("session-0-" + std::to_string(last_turn))) {
+    grpc::ClientContext context;
+    v1::RecordUsageRequest request;
+    *request.mutable_usage() = TurnUsage(kAgent, "session-0", last_turn);
+    v1::RecordUsageResponse response;
+    ASSERT_TRUE(stub->RecordUsage(&context, request, &response).ok());
+  }
   v1::Snapshot next = TurnSnapshot(kAgent, "session-0", last_turn + 100);
   next.set_system_hash(2);
   grpc::ClientContext snapshot_context;
@@ -246,6 +256,69 @@ TEST(DurabilityTest, FullStoreRefusesDegradesAndRecovers) {
       db, "SELECT request_id FROM turns WHERE session_id = 'precious'");
   EXPECT_EQ(stored, acked);
   EXPECT_EQ(daemon.Stop(), 0);
+}
+
+// A daemon started on a store with no room left says NOT_SERVING before any
+// write fails (it probes at start), and SERVING again once an operator makes
+// room, with no write needed; the recovery log line carries no stale error.
+TEST(DurabilityTest, StartedOnAFullStoreSaysNotServingUntilThereIsRoom) {
+  TempDir dir;
+  const std::string db = dir.File("cachewatch.db");
+  {
+    DaemonProcess filling;
+    ASSERT_TRUE(filling.Start(db, {"--max-db-mb=1"}));
+    auto stub = filling.NewStub();
+    grpc::Status refused;
+    for (int turn = 0; turn < 400 && refused.ok(); ++turn) {
+      v1::Snapshot snapshot = TurnSnapshot(kAgent, "filler", turn);
+      for (int block = 0; block < 4000; ++block) {
+        snapshot.add_message_chain(turn * 100000 + block);
+      }
+      refused = SendSnapshot(*stub, snapshot);
+    }
+    ASSERT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_EQ(filling.Stop(), 0);
+  }
+
+  DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start(db, {"--max-db-mb=1"}));
+  EXPECT_EQ(Health(daemon.grpc_address(), "cachewatch.v1.CacheWatch"),
+            grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_EQ(Health(daemon.grpc_address(), ""),
+            grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(testing::MetricValue(
+                testing::HttpGet(daemon.metrics_address(), "/metrics"),
+                {"cachewatch_store_healthy"}),
+            0);
+
+  sqlite3* admin = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &admin), SQLITE_OK);
+  sqlite3_busy_timeout(admin, 5000);
+  ASSERT_EQ(sqlite3_exec(admin, "DELETE FROM turns WHERE session_id = 'filler'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(admin);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Health(daemon.grpc_address(), "cachewatch.v1.CacheWatch") !=
+             grpc::health::v1::HealthCheckResponse::SERVING &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(Health(daemon.grpc_address(), "cachewatch.v1.CacheWatch"),
+            grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_TRUE(
+      SendSnapshot(*daemon.NewStub(), TurnSnapshot(kAgent, "after", 0)).ok());
+  EXPECT_EQ(daemon.Stop(), 0);
+  const std::string logs = daemon.Logs();
+  const size_t cannot = logs.find("\"msg\":\"store cannot write\"");
+  EXPECT_NE(cannot, std::string::npos) << logs;
+  const size_t again = logs.find("\"msg\":\"store writable again\"");
+  ASSERT_NE(again, std::string::npos) << logs;
+  const size_t line_start = logs.rfind('\n', again) + 1;
+  const std::string line =
+      logs.substr(line_start, logs.find('\n', again) - line_start);
+  EXPECT_EQ(line.find("error"), std::string::npos) << line;
 }
 
 }  // namespace

@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "cachewatch/v1/service.grpc.pb.h"
@@ -239,6 +241,84 @@ TEST(SecurityTest, ThousandsOfModelNamesKeepMetricsBounded) {
   EXPECT_GT(testing::MetricValue(metrics, {"cachewatch_label_overflow_total{",
                                            "label=\"model\""}),
             1000);
+  EXPECT_EQ(daemon.Stop(), 0);
+}
+
+// 10,000 hostile agent x model pairs, each name 128 bytes (100 agents x
+// 100 models: every value within the per-label cap, so only the series cap
+// bounds the combinations): the scrape stays within the documented worst
+// case, the pairs over the cap are folded into one all-"other" label set
+// and counted, and no turn is lost from the totals.
+TEST(SecurityTest, TenThousandAgentModelPairsKeepTheScrapeBounded) {
+  TempDir dir;
+  DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start(dir.File("db")));
+  auto stub = daemon.NewStub();
+  grpc::ClientContext context;
+  auto stream = stub->Record(&context);
+  constexpr int kPairs = 10000;
+  int acked = 0;
+  std::thread reader([&] {
+    for (v1::RecordAck ack; stream->Read(&ack);) acked += ack.code() == 0;
+  });
+  auto padded = [](std::string name) {
+    name.resize(128, 'x');
+    return name;
+  };
+  for (int i = 0; i < kPairs; ++i) {
+    const std::string agent = padded("agent-" + std::to_string(i % 100) + "-");
+    const std::string model = padded("model-" + std::to_string(i / 100) + "-");
+    const std::string id = "pair-" + std::to_string(i);
+    v1::RecordRequest snapshot;
+    *snapshot.mutable_snapshot() = Snapshot(id, model);
+    snapshot.mutable_snapshot()->set_agent(agent);
+    ASSERT_TRUE(stream->Write(snapshot));
+    v1::RecordRequest usage;
+    v1::Usage* u = usage.mutable_usage();
+    u->set_agent(agent);
+    u->set_session_id(snapshot.snapshot().session_id());
+    u->set_request_id(id);
+    *u->mutable_response_time() = TimeUtil::GetCurrentTime();
+    u->set_provider(v1::PROVIDER_ANTHROPIC);
+    u->set_model(model);
+    u->mutable_normalized()->set_cache_write_tokens(5000);
+    ASSERT_TRUE(stream->Write(usage));
+  }
+  stream->WritesDone();
+  reader.join();
+  ASSERT_TRUE(stream->Finish().ok());
+  ASSERT_EQ(acked, 2 * kPairs);
+
+  const std::string metrics = HttpGet(daemon.metrics_address(), "/metrics");
+  std::istringstream lines(metrics);
+  int samples = 0, turn_series = 0;
+  double turns = 0, folded_turns = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    ++samples;
+    if (line.starts_with("cachewatch_turns_total{")) {
+      ++turn_series;
+      const double value = std::stod(line.substr(line.rfind(' ') + 1));
+      turns += value;
+      if (line.find("agent=\"other\"") != std::string::npos &&
+          line.find("model=\"other\"") != std::string::npos) {
+        folded_turns += value;
+      }
+    }
+  }
+  std::printf("scrape: %zu bytes, %d samples, %d turn series\n", metrics.size(),
+              samples, turn_series);
+  // docs/METRICS.md: at most 501 label sets per kind, 23 samples per set at
+  // worst, a scrape of at most 6 MB.
+  EXPECT_LE(turn_series, 501 * 5);
+  EXPECT_LE(samples, 501 * 23 + 200);
+  EXPECT_LT(metrics.size(), 6'000'000u);
+  EXPECT_EQ(turns, kPairs);
+  EXPECT_EQ(
+      testing::MetricValue(metrics, {"cachewatch_metric_series_overflow_total{",
+                                     "family=\"turns\""}),
+      kPairs - 500);
+  EXPECT_EQ(folded_turns, kPairs - 500);
   EXPECT_EQ(daemon.Stop(), 0);
 }
 

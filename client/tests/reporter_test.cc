@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -372,6 +373,58 @@ TEST(ReporterTest, ResendsWhatAKilledDaemonDidNotAcknowledge) {
   const TurnRows rows = CountTurns(db_path, "killed");
   EXPECT_EQ(rows.complete, kTurns + 100);
   EXPECT_EQ(rows.all, kTurns + 100);
+}
+
+// Records a daemon received since it started: the sum of every
+// cachewatch_ingest_records_total series on its /metrics.
+double IngestedRecords(const DaemonProcess& daemon) {
+  std::istringstream lines(
+      testing::HttpGet(daemon.metrics_address(), "/metrics"));
+  double total = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("cachewatch_ingest_records_total{")) {
+      total += std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return total;
+}
+
+// A SIGTERMed daemon acknowledges everything it stored before it ends the
+// stream, so the reporter resends exactly the records it has no ack for:
+// the restarted daemon receives each of those once and nothing else.
+TEST(ReporterTest, ResendsOnlyWhatASigtermedDaemonDidNotAcknowledge) {
+  TempDir dir;
+  const std::string db_path = dir.File("cachewatch.db");
+  Forwarder forwarder;
+  auto daemon = std::make_unique<DaemonProcess>();
+  ASSERT_TRUE(daemon->Start(db_path));
+  forwarder.set_target(daemon->grpc_address());
+  Reporter reporter({.address = forwarder.address()});
+  constexpr int kTurns = 1000;
+  ReportTurns(reporter, "stopped", 0, kTurns);
+  const steady_clock::time_point deadline = steady_clock::now() + seconds(10);
+  for (;;) {
+    const ReporterStats stats = reporter.stats();
+    if (stats.sent >= stats.acked + 20) break;
+    ASSERT_LT(steady_clock::now(), deadline) << "never 20 records in flight";
+  }
+  ASSERT_EQ(daemon->Stop(), 0);
+  const uint64_t acked_before_restart = reporter.stats().acked;
+  ASSERT_LT(acked_before_restart, 2u * kTurns);
+
+  daemon = std::make_unique<DaemonProcess>();
+  ASSERT_TRUE(daemon->Start(db_path));
+  forwarder.set_target(daemon->grpc_address());
+  ASSERT_TRUE(reporter.Flush(seconds(20)));
+  const ReporterStats stats = reporter.stats();
+  EXPECT_EQ(stats.enqueued, 2u * kTurns);
+  EXPECT_EQ(stats.acked, stats.enqueued);
+  EXPECT_EQ(stats.rejected, 0u);
+  EXPECT_EQ(IngestedRecords(*daemon),
+            static_cast<double>(stats.enqueued - acked_before_restart));
+  const TurnRows rows = CountTurns(db_path, "stopped");
+  EXPECT_EQ(rows.complete, kTurns);
+  EXPECT_EQ(rows.all, kTurns);
 }
 
 TEST(ReporterTest, RejectsAnInvalidRecordWithoutRetryingOrStopping) {

@@ -3,6 +3,8 @@
 # older than package-lock.json), tsc, then node's built-in test runner.
 # The Reporter tests start the daemon named by $CACHEWATCHD (CTest passes the
 # one it built). Exits 77 (skipped) when node or npm is not installed.
+# Argument: the directory under test/ whose tests to run (default: test/
+# itself; `proxy` for the HTTP proxy's tests in test/proxy/).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -20,4 +22,4 @@ if [[ ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules
 fi
 rm -rf dist
 npx --no-install tsc -p .
-exec node --test dist/test/*.test.js
+exec node --test dist/test/${1:+$1/}*.test.js

@@ -8,8 +8,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "daemon/config/yaml_config.h"
+#include "daemon/core/provider_table.h"
 #include "daemon/core/provider_traits.h"
+#include "daemon/receiver/proxy/proxy_routes.h"
 
 namespace cachewatch {
 namespace {
@@ -73,26 +76,23 @@ void ParsePrice(const std::string& text, ClassifierOptions& options) {
 void ParseTtl(const std::string& text, ClassifierOptions& options) {
   const size_t equals = text.find('=');
   const std::string provider = text.substr(0, equals);
-  for (int value = v1::Provider_MIN; value <= v1::Provider_MAX; ++value) {
-    const auto candidate = static_cast<v1::Provider>(value);
-    if (value == v1::PROVIDER_UNSPECIFIED ||
-        ProviderName(candidate) != provider) {
-      continue;
-    }
+  for (const ProviderRow& row : ProviderRows()) {
+    if (row.name != provider) continue;
     try {
       const int seconds = std::stoi(text.substr(equals + 1));
       if (seconds > 0) {
-        options.default_ttl_seconds[candidate] = seconds;
+        options.default_ttl_seconds[row.provider] = seconds;
         return;
       }
     } catch (const std::exception&) {
     }
   }
+  std::vector<std::string> names;
+  for (const ProviderRow& row : ProviderRows()) names.emplace_back(row.name);
   throw CLI::ValidationError(
       "--ttl", "'" + text +
-                   "': expected PROVIDER=SECONDS with PROVIDER one of "
-                   "anthropic, bedrock, openai, gemini, dashscope, deepseek, "
-                   "kimi");
+                   "': expected PROVIDER=SECONDS with PROVIDER one of " +
+                   absl::StrJoin(names, ", "));
 }
 
 }  // namespace
@@ -176,6 +176,10 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
   Add(app, "max-label-values", config.max_label_values,
       "Distinct values per metric label; the rest are reported as 'other'")
       ->check(CLI::PositiveNumber);
+  Add(app, "max-metric-series", config.max_metric_series,
+      "Label sets per kind of metric series; later combinations are folded "
+      "into one all-'other' set")
+      ->check(CLI::PositiveNumber);
   Add(app, "watch-buffer", config.watch_buffer,
       "Breaks buffered per live watcher before it is cut off")
       ->check(CLI::PositiveNumber);
@@ -201,6 +205,38 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
       "Records per second per client (token or peer address); beyond it "
       "RESOURCE_EXHAUSTED; 0 disables")
       ->check(CLI::NonNegativeNumber);
+  Add(app, "proxy-listen", config.proxy.listen,
+      "Address of the HTTP proxy in front of the provider APIs (e.g. "
+      "127.0.0.1:8787); empty disables it (docs/PROXY.md)");
+  Add(app, "proxy-upstream", config.proxy.upstreams,
+      "Where the proxy forwards, ROUTE=URL (repeatable): anthropic=URL for "
+      "requests with an anthropic-version header, openai=URL for the rest, "
+      "/PREFIX=URL for paths under /PREFIX; defaults "
+      "anthropic=https://api.anthropic.com, openai=https://api.openai.com");
+  Add(app, "proxy-upstream-ca", config.proxy.upstream_ca,
+      "PEM CA bundle trusted for https upstreams instead of the system "
+      "store")
+      ->check(CLI::ExistingFile);
+  Add(app, "proxy-request-diagnostics", config.proxy.request_diagnostics,
+      "Add the provider's cache diagnostics request (against the lane's "
+      "previous response) to forwarded requests; changes the request body");
+  Add(app, "proxy-threads", config.proxy.threads, "I/O threads of the proxy")
+      ->check(CLI::Range(1, 64));
+  Add(app, "proxy-observe-queue", config.proxy.observe_queue,
+      "Forwarded exchanges waiting to be observed; beyond it they are "
+      "forwarded but not observed (counted)")
+      ->check(CLI::PositiveNumber);
+  Add(app, "proxy-max-request-bytes", config.proxy.max_request_bytes,
+      "Largest request body the proxy forwards (larger: 413)")
+      ->check(CLI::PositiveNumber);
+  Add(app, "proxy-max-observed-bytes", config.proxy.max_observed_bytes,
+      "Response bytes kept per exchange for observation; a longer response "
+      "is forwarded whole but observed without its usage (counted)")
+      ->check(CLI::PositiveNumber);
+  Add(app, "proxy-upstream-timeout-seconds",
+      config.proxy.upstream_timeout_seconds,
+      "Longest silence from an upstream (or agent) within a response")
+      ->check(CLI::PositiveNumber);
   Add(app, "log-level", config.log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
 
@@ -228,6 +264,11 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
     return ConfigExit{2,
                       "--store: expected a postgres:// or postgresql:// URL "
                       "(SQLite: --db-path)\n"};
+  }
+  if (absl::StatusOr<ProxyRoutes> routes =
+          ProxyRoutes::Make(config.proxy.upstreams);
+      !routes.ok()) {
+    return ConfigExit{2, std::string(routes.status().message()) + "\n"};
   }
   config.tracker.pending_timeout_us = pending_timeout_seconds * 1000000;
   config.tracker.usage_grace_us = usage_grace_seconds * 1000000;

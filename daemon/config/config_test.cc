@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "daemon/core/provider_table.h"
+
 namespace cachewatch {
 namespace {
 
@@ -41,6 +43,14 @@ TEST(ConfigTest, DefaultsAreSafe) {
   EXPECT_EQ(config.store.path, "./cachewatch.db");
   EXPECT_EQ(config.classifier.min_missed_tokens, 2000);
   EXPECT_DOUBLE_EQ(config.classifier.min_missed_ratio, 0.05);
+}
+
+TEST(ConfigTest, TtlAcceptsEveryProviderOfTheTable) {
+  for (const ProviderRow& row : ProviderRows()) {
+    const Config config = MustParse({"--ttl", std::string(row.name) + "=3600"});
+    EXPECT_EQ(config.classifier.default_ttl_seconds.at(row.provider), 3600u)
+        << row.name;
+  }
 }
 
 TEST(ConfigTest, FlagsSetEverything) {
@@ -104,6 +114,10 @@ TEST(ConfigTest, BadValuesAreClearErrors) {
       {{"--log-level", "loud"}, "log-level"},
       {{"--no-such-flag"}, "no-such-flag"},
       {{"--config", "/nonexistent/cachewatch.yaml"}, "cachewatch.yaml"},
+      {{"--proxy-upstream", "openai=ftp://x"}, "--proxy-upstream 'openai=ftp"},
+      {{"--proxy-upstream", "openai=https://a", "--proxy-upstream",
+        "openai=https://b"},
+       "given twice"},
   };
   for (const Case& c : cases) {
     auto parsed = Parse(c.args);
@@ -112,6 +126,33 @@ TEST(ConfigTest, BadValuesAreClearErrors) {
     EXPECT_NE(exit.exit_code, 0);
     EXPECT_NE(exit.message.find(c.mention), std::string::npos) << exit.message;
   }
+}
+
+TEST(ConfigTest, ProxyIsOffByDefaultAndSetByFlagsOrYaml) {
+  EXPECT_EQ(MustParse({}).proxy.listen, "");
+  const Config flags = MustParse(
+      {"--proxy-listen", "127.0.0.1:8787", "--proxy-upstream",
+       "anthropic=http://127.0.0.1:9000", "--proxy-upstream",
+       "/deepseek=https://api.deepseek.com", "--proxy-request-diagnostics",
+       "true", "--proxy-observe-queue", "7"});
+  EXPECT_EQ(flags.proxy.listen, "127.0.0.1:8787");
+  EXPECT_EQ(flags.proxy.upstreams,
+            (std::vector<std::string>{"anthropic=http://127.0.0.1:9000",
+                                      "/deepseek=https://api.deepseek.com"}));
+  EXPECT_TRUE(flags.proxy.request_diagnostics);
+  EXPECT_EQ(flags.proxy.observe_queue, 7u);
+  const std::string path = WriteFile("cachewatch-proxy.yaml", R"(
+proxy_listen: 127.0.0.1:8788
+proxy_upstream:
+  - openai=https://dashscope-intl.aliyuncs.com/compatible-mode
+  - /kimi=https://api.moonshot.ai
+)");
+  const Config file = MustParse({"--config", path});
+  EXPECT_EQ(file.proxy.listen, "127.0.0.1:8788");
+  EXPECT_EQ(file.proxy.upstreams,
+            (std::vector<std::string>{
+                "openai=https://dashscope-intl.aliyuncs.com/compatible-mode",
+                "/kimi=https://api.moonshot.ai"}));
 }
 
 TEST(ConfigTest, MalformedYamlIsAnError) {

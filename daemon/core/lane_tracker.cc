@@ -305,11 +305,59 @@ std::vector<ClassifiedTurn> LaneTracker::Expire(int64_t now_us) {
   return classified;
 }
 
-void LaneTracker::Restore(const LaneKey& key, Turn last_turn,
-                          uint32_t observed_ttl_seconds, int64_t now_us) {
+std::vector<ClassifiedTurn> LaneTracker::Restore(const LaneKey& key,
+                                                 LaneState state,
+                                                 int64_t now_us) {
+  std::vector<ClassifiedTurn> classified;
+  if (HasLane(key)) return classified;
   Lane& lane = Touch(key, now_us);
-  lane.last = Baseline(last_turn, nullptr, v1::TurnClassification());
-  lane.context.observed_ttl_seconds = observed_ttl_seconds;
+  if (state.last_turn.has_value()) {
+    lane.last = Baseline(*state.last_turn, nullptr, v1::TurnClassification());
+  }
+  lane.context.observed_ttl_seconds = state.observed_ttl_seconds;
+  const size_t keep =
+      std::min(state.answered.size(), options_.remembered_request_ids);
+  for (auto it = state.answered.end() - static_cast<std::ptrdiff_t>(keep);
+       it != state.answered.end(); ++it) {
+    lane.recent.push_back(
+        RememberedTurn::Of(it->request_id, it->classification));
+  }
+  for (WaitingTurn& waiting : state.waiting) {
+    // A snapshot whose usage would have been given up by now, had the lane
+    // stayed in memory, is given up as it would have been.
+    if (!waiting.turn.usage.has_value() &&
+        now_us - waiting.received_us >= options_.pending_timeout_us) {
+      continue;
+    }
+    const PendingKey pending_key{waiting.turn.request_time_us,
+                                 waiting.turn.request_id};
+    lane.pending.insert_or_assign(
+        pending_key, PendingTurn{std::move(waiting.turn), waiting.received_us,
+                                 waiting.received_us});
+  }
+  while (lane.pending.size() > options_.max_pending_per_lane) {
+    const size_t before = lane.pending.size();
+    DropOldestUnpaired(lane);
+    if (lane.pending.size() == before) break;  // Only complete turns left.
+  }
+  Drain(key, lane, now_us, classified);
+  return classified;
+}
+
+bool LaneTracker::MayHaveForgotten(const LaneKey& key,
+                                   const std::string& request_id,
+                                   int64_t time_us) const {
+  auto it = lanes_.find(key);
+  if (it == lanes_.end()) return false;
+  const Lane& lane = it->second;
+  if (lane.recent.size() < options_.remembered_request_ids ||
+      !lane.last.has_value() || time_us > lane.last->request_time_us) {
+    return false;
+  }
+  if (Remembered(lane, request_id) != nullptr) return false;
+  return std::none_of(
+      lane.pending.begin(), lane.pending.end(),
+      [&](const auto& entry) { return entry.first.second == request_id; });
 }
 
 }  // namespace cachewatch

@@ -15,6 +15,14 @@
 // first). The daemon's clock (`now_us`) is used only for those expiries and
 // the grace window; classification and ordering use the client's timestamps.
 //
+// Memory is a cache of lane state; the store is its truth (design §7). A
+// forgotten lane is not a new one: before a lane's first record the caller
+// asks HasLane() and, when the tracker does not hold the lane, seeds it from
+// the store with Restore() (a lane truly new is restored empty), so its next
+// turn is diffed against its real previous turn, a retry of a record it
+// answered is a duplicate, and its waiting turns wait on. The tracker itself
+// does no I/O.
+//
 // An idle lane keeps only its baseline (what the classifier compares the
 // next turn with, without the fields its key already holds), its recent
 // turns' request ids (as XXH3-64 hashes: two ids of one lane's last
@@ -43,6 +51,7 @@
 #include "cachewatch/v1/snapshot.pb.h"
 #include "cachewatch/v1/usage.pb.h"
 #include "daemon/core/classifier.h"
+#include "daemon/core/lane_state.h"
 #include "daemon/core/tool_list_interner.h"
 #include "daemon/core/turn.h"
 
@@ -115,10 +124,32 @@ class LaneTracker {
   // waited behind them) and forgets idle lanes.
   std::vector<ClassifiedTurn> Expire(int64_t now_us);
 
-  // Seeds a lane with its last classified turn, e.g. from the store after a
-  // restart, so that the next turn is diffed against it.
-  void Restore(const LaneKey& key, Turn last_turn,
-               uint32_t observed_ttl_seconds, int64_t now_us);
+  // Whether the tracker holds lane `key`. When it does not, the lane's state
+  // must be read from the store and given to Restore() before the lane's
+  // next record.
+  bool HasLane(const LaneKey& key) const { return lanes_.contains(key); }
+
+  // Seeds lane `key` with its state as the store holds it: its baseline and
+  // TTL, the answers a retry gets (the newest remembered_request_ids of
+  // `state.answered`) and its waiting turns, whose pending timeouts run from
+  // their `received_us` (a snapshot past its timeout is given up at once, as
+  // it would have been in memory). A lane the tracker already holds is left as
+  // it is (what it holds is newer than what was read). Returns the turns the
+  // waiting ones released: complete turns no longer waiting behind one
+  // (e.g. a classification whose write failed before a restart); they must
+  // be stored like any other.
+  std::vector<ClassifiedTurn> Restore(const LaneKey& key, LaneState state,
+                                      int64_t now_us);
+
+  // Whether a record of `request_id` with client time `time_us` (a
+  // snapshot's request time, a usage's response time) may retry a turn lane
+  // `key` answered and no longer remembers, so that only the store can tell
+  // (Store::FindClassification): the lane is held, knows no turn of that id,
+  // remembers as many answers as it keeps (older ones were forgotten) and
+  // the record is not newer than its baseline. A record in order is never
+  // in doubt.
+  bool MayHaveForgotten(const LaneKey& key, const std::string& request_id,
+                        int64_t time_us) const;
 
   size_t lane_count() const { return lanes_.size(); }
 

@@ -404,7 +404,9 @@ TEST_F(LaneTrackerTest, PendingTurnsPerLaneAreBounded) {
 TEST_F(LaneTrackerTest, RestoredLaneDiffsItsNextTurnAgainstTheRestoredOne) {
   Turn last =
       testing::MakeTurn(BaseSnapshot("before-restart", 0), Usage(0, 20000, 0));
-  tracker_.Restore({"agent", "s1", "main"}, last, 0, now_);
+  LaneState state;
+  state.last_turn = last;
+  tracker_.Restore({"agent", "s1", "main"}, std::move(state), now_);
   v1::Snapshot next = BaseSnapshot("after-restart", 20);
   next.set_model("claude-opus-4-1");
   tracker_.AddSnapshot(Shared(next), now_);

@@ -14,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "daemon/core/provider_table.h"
+#include "daemon/core/provider_usage.h"
 #include "daemon/util/status_macros.h"
 
 namespace cachewatch {
@@ -232,23 +234,24 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeAnthropicStyle(
   counts.write_5m = reader.Get("cache_creation.ephemeral_5m_input_tokens");
   counts.write_1h = reader.Get("cache_creation.ephemeral_1h_input_tokens");
   counts.output = reader.Get("output_tokens");
-  if (!reader.status().ok()) return reader.status();
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
   const int64_t split = counts.write_5m + counts.write_1h;
   counts.write = creation.value_or(split);
-  if (absl::Status status =
-          CheckIncludes("cache_creation_input_tokens", counts.write,
-                        "cache_creation.ephemeral_5m_input_tokens + "
-                        "cache_creation.ephemeral_1h_input_tokens",
-                        split);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckIncludes("cache_creation_input_tokens", counts.write,
+                    "cache_creation.ephemeral_5m_input_tokens + "
+                    "cache_creation.ephemeral_1h_input_tokens",
+                    split));
   return Finish(counts);
 }
+
+}  // namespace
 
 absl::StatusOr<v1::NormalizedUsage> NormalizeAnthropic(const Json& root) {
   return NormalizeAnthropicStyle(Unwrap(root, {"usage"}), "anthropic");
 }
+
+namespace {
 
 // Adds Bedrock's cacheDetails[] {ttl, inputTokens} to the TTL split of
 // `counts` ("5m", "1h"; entries of another TTL join no split); returns the
@@ -274,6 +277,8 @@ absl::StatusOr<int64_t> AddCacheDetails(const Json& details, Counts* counts) {
   return total;
 }
 
+}  // namespace
+
 // Bedrock Converse: inputTokens excludes cache reads and writes.
 absl::StatusOr<v1::NormalizedUsage> NormalizeBedrock(const Json& root) {
   const Json& usage = Unwrap(root, {"usage"});
@@ -284,7 +289,7 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeBedrock(const Json& root) {
   const std::optional<int64_t> write = reader.Find("cacheWriteInputTokens");
   counts.output = reader.Get("outputTokens");
   const Json* details = reader.Lookup("cacheDetails");
-  if (!reader.status().ok()) return reader.status();
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
   int64_t details_total = 0;
   if (details != nullptr) {
     CACHEWATCH_ASSIGN_OR_RETURN(int64_t total,
@@ -292,14 +297,13 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeBedrock(const Json& root) {
     details_total = total;
   }
   counts.write = write.value_or(details_total);
-  if (absl::Status status =
-          CheckIncludes("cacheWriteInputTokens", counts.write,
-                        "cacheDetails[].inputTokens", details_total);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckIncludes("cacheWriteInputTokens", counts.write,
+                    "cacheDetails[].inputTokens", details_total));
   return Finish(counts);
 }
+
+namespace {
 
 // OpenAI Chat Completions: prompt_tokens includes the cached tokens.
 absl::StatusOr<v1::NormalizedUsage> NormalizeOpenAiChat(const Json& usage) {
@@ -308,13 +312,10 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeOpenAiChat(const Json& usage) {
   Counts counts;
   counts.read = reader.Get("prompt_tokens_details.cached_tokens");
   counts.output = reader.Get("completion_tokens");
-  if (!reader.status().ok()) return reader.status();
-  if (absl::Status status =
-          CheckIncludes("prompt_tokens", prompt,
-                        "prompt_tokens_details.cached_tokens", counts.read);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckIncludes("prompt_tokens", prompt,
+                    "prompt_tokens_details.cached_tokens", counts.read));
   counts.uncached = prompt - counts.read;
   return Finish(counts);
 }
@@ -329,18 +330,17 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeOpenAiResponses(
   counts.read = reader.Get("input_tokens_details.cached_tokens");
   counts.write = reader.Get("input_tokens_details.cache_write_tokens");
   counts.output = reader.Get("output_tokens");
-  if (!reader.status().ok()) return reader.status();
-  if (absl::Status status =
-          CheckIncludes("input_tokens", input,
-                        "input_tokens_details.cached_tokens + "
-                        "input_tokens_details.cache_write_tokens",
-                        counts.read + counts.write);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckIncludes("input_tokens", input,
+                    "input_tokens_details.cached_tokens + "
+                    "input_tokens_details.cache_write_tokens",
+                    counts.read + counts.write));
   counts.uncached = input - counts.read - counts.write;
   return Finish(counts);
 }
+
+}  // namespace
 
 absl::StatusOr<v1::NormalizedUsage> NormalizeOpenAi(const Json& root) {
   const Json& usage = Unwrap(root, {"usage"});
@@ -349,6 +349,8 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeOpenAi(const Json& root) {
   return MissingField(
       "openai", "prompt_tokens (Chat Completions) or input_tokens (Responses)");
 }
+
+namespace {
 
 // Gemini's field names: REST camelCase or SDK snake_case.
 struct GeminiFields {
@@ -365,6 +367,8 @@ constexpr GeminiFields kGeminiSnakeCase = {
     "prompt_token_count", "cached_content_token_count",
     "candidates_token_count", "thoughts_token_count"};
 
+}  // namespace
+
 // Gemini / Vertex: promptTokenCount includes the cached tokens; thoughts are
 // output.
 absl::StatusOr<v1::NormalizedUsage> NormalizeGemini(const Json& root) {
@@ -376,12 +380,9 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeGemini(const Json& root) {
   Counts counts;
   counts.read = reader.Get(fields.cached);
   counts.output = reader.Get(fields.candidates) + reader.Get(fields.thoughts);
-  if (!reader.status().ok()) return reader.status();
-  if (absl::Status status =
-          CheckIncludes(fields.prompt, prompt, fields.cached, counts.read);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckIncludes(fields.prompt, prompt, fields.cached, counts.read));
   counts.uncached = prompt - counts.read;
   return Finish(counts);
 }
@@ -398,23 +399,17 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeDashScope(const Json& root) {
   counts.write_5m = reader.Get(
       "prompt_tokens_details.cache_creation.ephemeral_5m_input_tokens");
   counts.output = reader.Get("completion_tokens");
-  if (!reader.status().ok()) return reader.status();
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
   counts.write = creation.value_or(counts.write_5m);
-  if (absl::Status status = CheckIncludes(
-          "prompt_tokens_details.cache_creation_input_tokens", counts.write,
-          "prompt_tokens_details.cache_creation.ephemeral_5m_input_tokens",
-          counts.write_5m);
-      !status.ok()) {
-    return status;
-  }
-  if (absl::Status status =
-          CheckIncludes("prompt_tokens", prompt,
-                        "prompt_tokens_details.cached_tokens + "
-                        "prompt_tokens_details.cache_creation_input_tokens",
-                        counts.read + counts.write);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(CheckIncludes(
+      "prompt_tokens_details.cache_creation_input_tokens", counts.write,
+      "prompt_tokens_details.cache_creation.ephemeral_5m_input_tokens",
+      counts.write_5m));
+  CACHEWATCH_RETURN_IF_ERROR(
+      CheckIncludes("prompt_tokens", prompt,
+                    "prompt_tokens_details.cached_tokens + "
+                    "prompt_tokens_details.cache_creation_input_tokens",
+                    counts.read + counts.write));
   counts.uncached = prompt - counts.read - counts.write;
   return Finish(counts);
 }
@@ -427,7 +422,7 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeDeepSeek(const Json& root) {
   const std::optional<int64_t> miss = reader.Find("prompt_cache_miss_tokens");
   const std::optional<int64_t> prompt = reader.Find("prompt_tokens");
   counts.output = reader.Get("completion_tokens");
-  if (!reader.status().ok()) return reader.status();
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
   if (miss.has_value()) {
     if (prompt.has_value() && *prompt != counts.read + *miss) {
       return RawError(absl::StrCat("prompt_cache_hit_tokens (", counts.read,
@@ -441,14 +436,13 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeDeepSeek(const Json& root) {
     return MissingField("deepseek",
                         "prompt_cache_miss_tokens or prompt_tokens");
   }
-  if (absl::Status status = CheckIncludes(
-          "prompt_tokens", *prompt, "prompt_cache_hit_tokens", counts.read);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(CheckIncludes(
+      "prompt_tokens", *prompt, "prompt_cache_hit_tokens", counts.read));
   counts.uncached = *prompt - counts.read;
   return Finish(counts);
 }
+
+namespace {
 
 // Kimi, OpenAI-compatible: prompt_tokens includes cached_tokens, reported at
 // the top level or under prompt_tokens_details.
@@ -461,7 +455,7 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeKimiOpenAiStyle(
       reader.Find("prompt_tokens_details.cached_tokens");
   Counts counts;
   counts.output = reader.Get("completion_tokens");
-  if (!reader.status().ok()) return reader.status();
+  CACHEWATCH_RETURN_IF_ERROR(reader.status());
   if (top.has_value() && details.has_value() && *top != *details) {
     return RawError(absl::StrCat("cached_tokens (", *top,
                                  ") differs from "
@@ -469,17 +463,15 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeKimiOpenAiStyle(
                                  *details, ")"));
   }
   counts.read = top.value_or(details.value_or(0));
-  if (absl::Status status =
-          CheckIncludes("prompt_tokens", prompt,
-                        top.has_value() ? "cached_tokens"
-                                        : "prompt_tokens_details.cached_tokens",
-                        counts.read);
-      !status.ok()) {
-    return status;
-  }
+  CACHEWATCH_RETURN_IF_ERROR(CheckIncludes(
+      "prompt_tokens", prompt,
+      top.has_value() ? "cached_tokens" : "prompt_tokens_details.cached_tokens",
+      counts.read));
   counts.uncached = prompt - counts.read;
   return Finish(counts);
 }
+
+}  // namespace
 
 absl::StatusOr<v1::NormalizedUsage> NormalizeKimi(const Json& root) {
   const Json& usage = Unwrap(root, {"usage"});
@@ -490,29 +482,7 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeKimi(const Json& root) {
                       "(Anthropic-compatible)");
 }
 
-using Normalizer = absl::StatusOr<v1::NormalizedUsage> (*)(const Json& root);
-
-// The normalizer for `provider`'s usage format; nullptr when there is none.
-Normalizer NormalizerFor(v1::Provider provider) {
-  switch (provider) {
-    case v1::PROVIDER_ANTHROPIC:
-      return NormalizeAnthropic;
-    case v1::PROVIDER_BEDROCK:
-      return NormalizeBedrock;
-    case v1::PROVIDER_OPENAI:
-      return NormalizeOpenAi;
-    case v1::PROVIDER_GEMINI:
-      return NormalizeGemini;
-    case v1::PROVIDER_DASHSCOPE:
-      return NormalizeDashScope;
-    case v1::PROVIDER_DEEPSEEK:
-      return NormalizeDeepSeek;
-    case v1::PROVIDER_KIMI:
-      return NormalizeKimi;
-    default:
-      return nullptr;
-  }
-}
+namespace {
 
 // The reason a diagnostics value names: a string, or an object's "type".
 std::string ReasonWord(const Json* value) {
@@ -602,8 +572,8 @@ std::optional<v1::ProviderCacheDiagnostics> ParseProviderDiagnostics(
 
 absl::StatusOr<v1::NormalizedUsage> NormalizeRawUsage(
     v1::Provider provider, std::string_view raw_json) {
-  const Normalizer normalize = NormalizerFor(provider);
-  if (normalize == nullptr) {
+  const ProviderRow* row = FindProvider(provider);
+  if (row == nullptr) {
     const std::string& name = v1::Provider_Name(provider);
     return RawError(absl::StrCat(
         "no usage format for provider ", static_cast<int>(provider),
@@ -616,10 +586,8 @@ absl::StatusOr<v1::NormalizedUsage> NormalizeRawUsage(
                                  kMaxRawUsageJsonBytes));
   }
   Json root;
-  if (absl::Status status = ParseObject(raw_json, &root); !status.ok()) {
-    return status;
-  }
-  return normalize(root);
+  CACHEWATCH_RETURN_IF_ERROR(ParseObject(raw_json, &root));
+  return row->normalize(root);
 }
 
 absl::Status ValidateNormalizedUsage(const v1::NormalizedUsage& usage) {

@@ -1,6 +1,9 @@
 #include "daemon/pipeline/ingest_pipeline.h"
 
+#include <google/protobuf/util/time_util.h>
+
 #include <chrono>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -53,18 +56,91 @@ IngestPipeline::Shard& IngestPipeline::ShardFor(const LaneKey& key) {
   return *shards_[LaneKeyHash()(key) % shards_.size()];
 }
 
+LaneLookup IngestPipeline::LookupAt(int64_t now_us) const {
+  LaneLookup lookup;
+  lookup.since_us =
+      options_.retention_us > 0 ? now_us - options_.retention_us : 0;
+  lookup.waiting_since_us = now_us - options_.tracker.pending_timeout_us;
+  lookup.answered = options_.tracker.remembered_request_ids;
+  lookup.waiting = options_.tracker.max_pending_per_lane;
+  return lookup;
+}
+
 absl::StatusOr<size_t> IngestPipeline::RestoreLanes() {
   const int64_t now = clock_->NowMicros();
-  CACHEWATCH_ASSIGN_OR_RETURN(
-      std::vector<RestoredLane> lanes,
-      store_->LoadRecentLanes(now - options_.restore_window_us));
-  for (RestoredLane& lane : lanes) {
+  absl::StatusOr<std::vector<RestoredLane>> recent =
+      store_->LoadRecentLanes(now - options_.restore_window_us);
+  if (!recent.ok()) return recent.status();
+  const LaneLookup lookup = LookupAt(now);
+  std::vector<ClassifiedTurn> released;
+  for (const RestoredLane& lane : *recent) {
+    absl::StatusOr<std::optional<RestoredLane>> stored =
+        store_->LoadLane(lane.key, lookup);
+    if (!stored.ok()) return stored.status();
+    if (!stored->has_value()) continue;
     Shard& shard = ShardFor(lane.key);
     std::lock_guard<std::mutex> lock(shard.mutex);
-    shard.tracker->Restore(lane.key, std::move(lane.last_turn),
-                           lane.observed_ttl_seconds, now);
+    std::vector<ClassifiedTurn> restored =
+        shard.tracker->Restore(lane.key, std::move((*stored)->state), now);
+    std::move(restored.begin(), restored.end(), std::back_inserter(released));
   }
-  return lanes.size();
+  if (!released.empty()) {
+    std::vector<StoreWrite> writes;
+    AddClassifications(released, writes);
+    if (absl::Status written = store_->Write(std::move(writes));
+        !written.ok()) {
+      return written;
+    }
+    Export(released);
+  }
+  return recent->size();
+}
+
+absl::Status IngestPipeline::Track(
+    const LaneKey& key, const std::string& request_id, int64_t time_us,
+    int64_t now_us, std::vector<ClassifiedTurn>& released,
+    std::optional<v1::TurnClassification>& answered,
+    const std::function<void(LaneTracker&)>& track) {
+  Shard& shard = ShardFor(key);
+  std::optional<LaneState> loaded;
+  bool asked_store = false;
+  while (true) {
+    bool missing = false;
+    {
+      std::lock_guard<std::mutex> lock(shard.mutex);
+      LaneTracker& tracker = *shard.tracker;
+      if (loaded.has_value()) {
+        std::vector<ClassifiedTurn> restored =
+            tracker.Restore(key, *std::move(loaded), now_us);
+        std::move(restored.begin(), restored.end(),
+                  std::back_inserter(released));
+        loaded.reset();
+      }
+      if (!tracker.HasLane(key)) {
+        missing = true;
+      } else if (asked_store ||
+                 !tracker.MayHaveForgotten(key, request_id, time_us)) {
+        track(tracker);
+        return absl::OkStatus();
+      }
+    }
+    if (missing) {
+      absl::StatusOr<std::optional<RestoredLane>> stored =
+          store_->LoadLane(key, LookupAt(now_us));
+      if (!stored.ok()) return stored.status();
+      // A lane truly new is restored empty: held from now on.
+      loaded = stored->has_value() ? std::move((*stored)->state) : LaneState{};
+      continue;
+    }
+    absl::StatusOr<std::optional<v1::TurnClassification>> found =
+        store_->FindClassification(key, request_id);
+    if (!found.ok()) return found.status();
+    if (found->has_value()) {
+      answered = **std::move(found);
+      return absl::OkStatus();
+    }
+    asked_store = true;
+  }
 }
 
 void IngestPipeline::AddClassifications(
@@ -94,19 +170,29 @@ ProcessedRecord IngestPipeline::ProcessSnapshot(v1::Snapshot snapshot) {
     return record;
   }
   const LaneKey key = LaneKeyOf(snapshot);
+  const int64_t request_time_us =
+      google::protobuf::util::TimeUtil::TimestampToMicroseconds(
+          snapshot.request_time());
   auto shared = std::make_shared<const v1::Snapshot>(std::move(snapshot));
   SnapshotResult result;
-  {
-    Shard& shard = ShardFor(key);
-    std::lock_guard<std::mutex> lock(shard.mutex);
-    result = shard.tracker->AddSnapshot(shared, now);
+  std::vector<ClassifiedTurn> released;
+  std::optional<v1::TurnClassification> answered;
+  record.status = Track(
+      key, record.request_id, request_time_us, now, released, answered,
+      [&](LaneTracker& tracker) { result = tracker.AddSnapshot(shared, now); });
+  if (!record.status.ok()) {
+    CountOutcome(record);
+    return record;
   }
   // A duplicate is written again: the store ignores what it already has, and
   // a retry after a failed commit is made durable this time.
-  record.duplicate = result.outcome == RecordOutcome::kDuplicate;
+  record.duplicate =
+      answered.has_value() || result.outcome == RecordOutcome::kDuplicate;
   record.writes.push_back(SnapshotWrite{key, std::move(shared)});
-  AddClassifications(result.classified, record.writes);
-  record.classified = std::move(result.classified);
+  std::move(result.classified.begin(), result.classified.end(),
+            std::back_inserter(released));
+  AddClassifications(released, record.writes);
+  record.classified = std::move(released);
   return record;
 }
 
@@ -123,14 +209,28 @@ ProcessedRecord IngestPipeline::ProcessUsage(v1::Usage usage) {
     return record;
   }
   const LaneKey key = LaneKeyOf(usage);
+  const int64_t response_time_us =
+      google::protobuf::util::TimeUtil::TimestampToMicroseconds(
+          usage.response_time());
   UsageResult result;
-  {
-    Shard& shard = ShardFor(key);
-    std::lock_guard<std::mutex> lock(shard.mutex);
-    result = shard.tracker->AddUsage(usage, *normalized, now);
+  std::vector<ClassifiedTurn> released;
+  std::optional<v1::TurnClassification> answered;
+  record.status = Track(key, record.request_id, response_time_us, now, released,
+                        answered, [&](LaneTracker& tracker) {
+                          result = tracker.AddUsage(usage, *normalized, now);
+                        });
+  if (!record.status.ok()) {
+    CountOutcome(record);
+    return record;
+  }
+  if (answered.has_value()) {
+    result.outcome = RecordOutcome::kDuplicate;
+    result.classification = *std::move(answered);
   }
   record.duplicate = result.outcome == RecordOutcome::kDuplicate;
   record.classification = result.classification;
+  // A retry's classification is written again, like its records: the store
+  // keeps the verdict it has, and stores it if a failed commit lost it.
   if (record.duplicate &&
       result.classification.verdict() != v1::VERDICT_PENDING) {
     record.writes.push_back(
@@ -138,8 +238,10 @@ ProcessedRecord IngestPipeline::ProcessUsage(v1::Usage usage) {
   }
   record.writes.push_back(
       UsageWrite{key, std::move(usage), *std::move(normalized)});
-  AddClassifications(result.classified, record.writes);
-  record.classified = std::move(result.classified);
+  std::move(result.classified.begin(), result.classified.end(),
+            std::back_inserter(released));
+  AddClassifications(released, record.writes);
+  record.classified = std::move(released);
   return record;
 }
 

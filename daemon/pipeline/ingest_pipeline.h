@@ -11,8 +11,18 @@
 // and it never blocks ingest (TurnExporter's contract: Export() does not
 // block; an exporter that might runs behind an AsyncTurnExporter).
 //
+// Lane state is the store's (design §7): a record for a lane no tracker
+// holds (idle, evicted by the lane cap, not used since a restart) first
+// reads the lane from the store (RecordStore::LoadLane, one indexed lookup,
+// only on such a miss, within retention) and restores it, so the record is
+// diffed against the lane's real previous turn and a retry of a record
+// answered before is a duplicate. A record that may retry a turn its lane
+// no longer remembers is answered from the store's classification
+// (LaneTracker::MayHaveForgotten). Lookups run without the shard's lock,
+// so a miss holds up neither the shard's other lanes nor other misses.
+//
 // Processing is split in two steps so that a stream can commit many records
-// in one store write: Process() (validation and tracking, fast, no I/O) and
+// in one store write: Process() (validation, lane lookups, tracking) and
 // Commit() (one store write for all, then export). A record is acknowledged
 // only after Commit() returned OK for it.
 //
@@ -23,8 +33,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -46,7 +59,8 @@ struct PipelineOptions {
   int shards = 16;  // Lane tracker shards.
   // Delete rows older than this; 0 keeps everything. Default 30 days.
   int64_t retention_us = 30LL * 24 * 3600 * 1'000'000;
-  // Lanes whose last turn is newer than this are reloaded on start.
+  // Lanes whose last turn is newer than this are reloaded on start (the
+  // others are read from the store when their next record comes).
   // Default 1 hour (the longest common TTL).
   int64_t restore_window_us = 3600LL * 1'000'000;
 };
@@ -95,6 +109,9 @@ class IngestPipeline {
 
   size_t lane_count();
 
+  // The limits records and queries are validated against.
+  const ValidationLimits& limits() const { return options_.limits; }
+
  private:
   struct Shard {
     std::mutex mutex;
@@ -102,6 +119,20 @@ class IngestPipeline {
   };
 
   Shard& ShardFor(const LaneKey& key);
+  // Runs `track` on the tracker of lane `key` under its shard's lock, once
+  // that tracker holds the lane (restoring it from the store first when it
+  // does not; turns the restore released are appended to `released`), and
+  // returns OK with `answered` empty. When the record, of `request_id` at
+  // client time `time_us`, retries a turn only the store remembers, sets
+  // `answered` to its stored classification instead and does not run
+  // `track`. A failed lookup is returned (Unavailable) and nothing is run.
+  absl::Status Track(const LaneKey& key, const std::string& request_id,
+                     int64_t time_us, int64_t now_us,
+                     std::vector<ClassifiedTurn>& released,
+                     std::optional<v1::TurnClassification>& answered,
+                     const std::function<void(LaneTracker&)>& track);
+  // How far back a lane lookup at `now_us` reads.
+  LaneLookup LookupAt(int64_t now_us) const;
   void CountOutcome(const ProcessedRecord& record);
   void Export(const std::vector<ClassifiedTurn>& classified);
   static void AddClassifications(const std::vector<ClassifiedTurn>& classified,

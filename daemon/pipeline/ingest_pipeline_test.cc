@@ -60,7 +60,7 @@ class FakeStore final : public RecordStore {
     return std::vector<RestoredLane>();
   }
   absl::StatusOr<std::optional<RestoredLane>> LoadLane(
-      const LaneKey&) override {
+      const LaneKey&, const LaneLookup&) override {
     return std::nullopt;
   }
   absl::StatusOr<std::optional<v1::TurnClassification>> FindClassification(
@@ -68,6 +68,7 @@ class FakeStore final : public RecordStore {
     return std::nullopt;
   }
   absl::StatusOr<int64_t> DeleteOlderThan(int64_t) override { return 0; }
+  absl::Status ProbeWritable() override { return absl::OkStatus(); }
   size_t queued_records() const override { return 0; }
   StoreStats stats() const override { return {}; }
 
@@ -275,6 +276,7 @@ class IngestPipelineTest : public ::testing::Test {
     store_ = std::move(*store);
     PipelineOptions options;
     options.shards = 2;  // Several lanes, and threads, per shard.
+    options.tracker.max_lanes = max_lanes_;
     pipeline_ = std::make_unique<IngestPipeline>(
         options, store_.get(), &exporters_, &telemetry_, &clock_);
   }
@@ -306,6 +308,26 @@ class IngestPipelineTest : public ::testing::Test {
     }
   }
 
+  // Stored breaks, each checked to be a system change.
+  int StoredSystemChangeBreaks() {
+    int stored_breaks = 0;
+    v1::ListBreaksRequest request;
+    request.set_page_size(100);
+    while (true) {
+      auto page = store_->ListBreaks(request);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok()) return -1;
+      for (const v1::PromptCacheBreak& stored : page->breaks()) {
+        EXPECT_EQ(stored.primary_reason(), v1::REASON_SYSTEM_CHANGED)
+            << stored.ShortDebugString();
+        ++stored_breaks;
+      }
+      if (page->next_page_token().empty()) return stored_breaks;
+      request.set_page_token(page->next_page_token());
+    }
+  }
+
+  size_t max_lanes_ = TrackerOptions{}.max_lanes;
   TempDir dir_{"pipeline-test"};
   FixedClock clock_;
   std::shared_ptr<prometheus::Registry> registry_ =
@@ -387,6 +409,43 @@ TEST_F(IngestPipelineTest, ConcurrentLanesAreEachClassifiedInOrder) {
     request.set_page_token(page->next_page_token());
   }
   EXPECT_EQ(stored_breaks, kThreads * kLanesPerThread * kBreaksPerLane);
+}
+
+// Two lanes held in memory (one per shard) for twelve lanes written at
+// once: lanes are evicted and read back from the store all the time, by
+// concurrent misses, and every verdict is the one they get in memory.
+class EvictingPipelineTest : public IngestPipelineTest {
+ protected:
+  EvictingPipelineTest() { max_lanes_ = 2; }
+};
+
+TEST_F(EvictingPipelineTest, EvictedLanesAreReadBackWithEveryVerdictIntact) {
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads * kLanesPerThread; ++t) {
+    writers.emplace_back([this, t] { RecordLane("s" + std::to_string(t)); });
+  }
+  for (std::thread& writer : writers) writer.join();
+  EXPECT_EQ(failures_, 0);
+  EXPECT_LE(pipeline_->lane_count(), 2u);
+  EXPECT_EQ(StoredSystemChangeBreaks(),
+            kThreads * kLanesPerThread * kBreaksPerLane);
+}
+
+// A usage retried long after, when its lane remembers only its 16 newest
+// answers: only the store can tell, and it does.
+TEST_F(IngestPipelineTest, ARetryOfATurnTheLaneForgotIsAnsweredFromTheStore) {
+  RecordLane("s1");
+  ASSERT_EQ(failures_, 0);
+  v1::Usage retry = UsageRecord("s1-5", 5 * 10 + 2, Usage(0, 20000, 50));
+  retry.set_session_id("s1");
+  ProcessedRecord processed = pipeline_->ProcessUsage(retry);
+  pipeline_->Commit({&processed});
+  ASSERT_TRUE(processed.status.ok()) << processed.status;
+  EXPECT_TRUE(processed.duplicate);
+  ASSERT_EQ(processed.classification.verdict(), v1::VERDICT_BREAK);
+  EXPECT_EQ(processed.classification.cache_break().previous_request_id(),
+            "s1-4");
+  EXPECT_EQ(StoredSystemChangeBreaks(), kBreaksPerLane);
 }
 
 }  // namespace

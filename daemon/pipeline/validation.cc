@@ -90,9 +90,23 @@ absl::Status CheckTools(const v1::Snapshot& snapshot,
   return absl::OkStatus();
 }
 
+absl::Status CheckTtl(const std::string& field, uint32_t ttl_seconds,
+                      const ValidationLimits& limits) {
+  if (ttl_seconds > limits.max_ttl_seconds) {
+    return Invalid(field, absl::StrCat(ttl_seconds, " s is more than ",
+                                       limits.max_ttl_seconds));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckCacheControl(const v1::Snapshot& snapshot,
                                const ValidationLimits& limits) {
   const v1::CacheControl& control = snapshot.cache_control();
+  if (absl::Status ttl = CheckTtl("snapshot.cache_control.ttl_seconds",
+                                  control.ttl_seconds(), limits);
+      !ttl.ok()) {
+    return ttl;
+  }
   if (control.breakpoints_size() > limits.max_breakpoints) {
     return Invalid("snapshot.cache_control.breakpoints",
                    absl::StrCat("more than ", limits.max_breakpoints));
@@ -104,6 +118,24 @@ absl::Status CheckCacheControl(const v1::Snapshot& snapshot,
     if (breakpoint.segment() == v1::PROMPT_SEGMENT_UNSPECIFIED ||
         !v1::PromptSegment_IsValid(breakpoint.segment())) {
       return Invalid(field + ".segment", "required");
+    }
+    if (absl::Status ttl =
+            CheckTtl(field + ".ttl_seconds", breakpoint.ttl_seconds(), limits);
+        !ttl.ok()) {
+      return ttl;
+    }
+    if (breakpoint.index() >=
+        static_cast<uint32_t>(limits.max_message_chain_blocks)) {
+      return Invalid(field + ".index",
+                     absl::StrCat(breakpoint.index(), " is not below ",
+                                  limits.max_message_chain_blocks));
+    }
+    if (breakpoint.has_blocks_after() &&
+        breakpoint.blocks_after() >=
+            static_cast<uint32_t>(limits.max_message_chain_blocks)) {
+      return Invalid(field + ".blocks_after",
+                     absl::StrCat(breakpoint.blocks_after(), " is not below ",
+                                  limits.max_message_chain_blocks));
     }
     if (breakpoint.segment() == v1::PROMPT_SEGMENT_MESSAGES &&
         snapshot.message_chain_size() > 0 &&
@@ -172,6 +204,20 @@ absl::StatusOr<v1::NormalizedUsage> ValidateUsage(
     status =
         CheckText("usage.model", usage.model(), false, limits.max_name_bytes);
   }
+  if (status.ok() && usage.has_provider_diagnostics()) {
+    const v1::ProviderCacheDiagnostics& diagnostics =
+        usage.provider_diagnostics();
+    status = CheckText("usage.provider_diagnostics.cache_miss_reason",
+                       diagnostics.cache_miss_reason(), true,
+                       limits.max_reason_bytes);
+    if (status.ok() &&
+        (diagnostics.cache_missed_input_tokens() < 0 ||
+         diagnostics.cache_missed_input_tokens() > kMaxTokenCount)) {
+      status = Invalid("usage.provider_diagnostics.cache_missed_input_tokens",
+                       absl::StrCat(diagnostics.cache_missed_input_tokens(),
+                                    " is outside [0, ", kMaxTokenCount, "]"));
+    }
+  }
   if (!status.ok()) return status;
   if (usage.has_normalized()) {
     status = ValidateNormalizedUsage(usage.normalized());
@@ -189,6 +235,100 @@ absl::StatusOr<v1::NormalizedUsage> ValidateUsage(
     return Invalid("usage", std::string(normalized.status().message()));
   }
   return normalized;
+}
+
+namespace {
+
+absl::Status CheckReason(const std::string& field, v1::Reason reason) {
+  if (!v1::Reason_IsValid(reason)) return Invalid(field, "unknown value");
+  return absl::OkStatus();
+}
+
+// A query filter's time bound: only its range is checked (a query may ask
+// for any past or future period).
+absl::Status CheckFilterTime(const std::string& field,
+                             const google::protobuf::Timestamp& time,
+                             bool present) {
+  if (!present) return absl::OkStatus();
+  constexpr int64_t kMinSeconds = -62'135'596'800;  // 0001-01-01
+  constexpr int64_t kMaxSeconds = 253'402'300'799;  // 9999-12-31
+  if (time.seconds() < kMinSeconds || time.seconds() > kMaxSeconds ||
+      time.nanos() < 0 || time.nanos() > 999'999'999) {
+    return Invalid(field, "out of range");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateListBreaksRequest(const v1::ListBreaksRequest& request,
+                                       const ValidationLimits& limits) {
+  absl::Status status = CheckFilterTime("list_breaks.since", request.since(),
+                                        request.has_since());
+  if (status.ok()) {
+    status = CheckFilterTime("list_breaks.until", request.until(),
+                             request.has_until());
+  }
+  if (status.ok()) {
+    status = CheckText("list_breaks.agent", request.agent(), false,
+                       limits.max_name_bytes);
+  }
+  if (status.ok()) {
+    status = CheckText("list_breaks.session_id", request.session_id(), false,
+                       limits.max_id_bytes);
+  }
+  if (status.ok()) {
+    status = CheckText("list_breaks.lane", request.lane(), false,
+                       limits.max_name_bytes);
+  }
+  if (status.ok()) {
+    status = CheckText("list_breaks.model", request.model(), false,
+                       limits.max_name_bytes);
+  }
+  if (status.ok()) status = CheckReason("list_breaks.reason", request.reason());
+  if (status.ok()) {
+    status = CheckText("list_breaks.page_token", request.page_token(), false,
+                       limits.max_page_token_bytes);
+  }
+  return status;
+}
+
+absl::Status ValidateExplainBreakRequest(const v1::ExplainBreakRequest& request,
+                                         const ValidationLimits& limits) {
+  return CheckText("break_id", request.break_id(), true,
+                   limits.max_break_id_bytes);
+}
+
+absl::Status ValidateWatchBreaksRequest(const v1::WatchBreaksRequest& request,
+                                        const ValidationLimits& limits) {
+  absl::Status status = CheckText("watch_breaks.agent", request.agent(), false,
+                                  limits.max_name_bytes);
+  if (status.ok()) {
+    status = CheckText("watch_breaks.model", request.model(), false,
+                       limits.max_name_bytes);
+  }
+  if (status.ok()) {
+    status = CheckText("watch_breaks.session_id", request.session_id(), false,
+                       limits.max_id_bytes);
+  }
+  if (status.ok()) {
+    status = CheckReason("watch_breaks.reason", request.reason());
+  }
+  return status;
+}
+
+absl::Status ValidateLaneTimelineRequest(
+    const v1::GetLaneTimelineRequest& request, const ValidationLimits& limits) {
+  absl::Status status =
+      CheckText("agent", request.agent(), true, limits.max_name_bytes);
+  if (status.ok()) {
+    status = CheckText("session_id", request.session_id(), true,
+                       limits.max_id_bytes);
+  }
+  if (status.ok()) {
+    status = CheckText("lane", request.lane(), false, limits.max_name_bytes);
+  }
+  return status;
 }
 
 }  // namespace cachewatch

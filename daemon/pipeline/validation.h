@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cachewatch/v1/service.pb.h"
 #include "cachewatch/v1/snapshot.pb.h"
 #include "cachewatch/v1/usage.pb.h"
 
@@ -30,6 +31,15 @@ struct ValidationLimits {
   size_t max_name_bytes = 128;
   // Longest session id, request id and tool name, in bytes. Default 256.
   size_t max_id_bytes = 256;
+  // Longest provider cache-miss reason, in bytes. Default 256.
+  size_t max_reason_bytes = 256;
+  // Longest TTL a cache layout or breakpoint may ask for. Default 7 days
+  // (providers offer at most 24 hours today).
+  uint32_t max_ttl_seconds = 7 * 86400;
+  // Longest ListBreaks page token and ExplainBreak break id, in bytes.
+  // Default 512 and 64 (the daemon's are 40 and 16).
+  size_t max_page_token_bytes = 512;
+  size_t max_break_id_bytes = 64;
   // Timestamps earlier than this (2020-01-01) are absurd.
   int64_t min_time_us = 1'577'836'800'000'000;
   // ... and so are timestamps further ahead of the daemon's clock than this.
@@ -46,6 +56,19 @@ absl::Status ValidateSnapshot(const v1::Snapshot& snapshot,
 // fields when present, else the normalized raw usage JSON. Errors as above.
 absl::StatusOr<v1::NormalizedUsage> ValidateUsage(
     const v1::Usage& usage, const ValidationLimits& limits, int64_t now_us);
+
+// Checks the filters of the query RPCs: every string within the limits
+// above (agent, lane and model names; session ids; page tokens; break ids),
+// enums known, timestamps in range. Errors as above,
+// e.g. "list_breaks.agent: longer than 128 bytes".
+absl::Status ValidateListBreaksRequest(const v1::ListBreaksRequest& request,
+                                       const ValidationLimits& limits);
+absl::Status ValidateExplainBreakRequest(const v1::ExplainBreakRequest& request,
+                                         const ValidationLimits& limits);
+absl::Status ValidateWatchBreaksRequest(const v1::WatchBreaksRequest& request,
+                                        const ValidationLimits& limits);
+absl::Status ValidateLaneTimelineRequest(
+    const v1::GetLaneTimelineRequest& request, const ValidationLimits& limits);
 
 }  // namespace cachewatch
 

@@ -1,5 +1,6 @@
 #include "daemon/server/server.h"
 
+#include <google/protobuf/stubs/logging.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -21,6 +22,7 @@
 #include "daemon/receiver/grpc/cachewatch_service.h"
 #include "daemon/receiver/grpc/client_gate.h"
 #include "daemon/store/postgres/postgres_store.h"
+#include "daemon/receiver/proxy/proxy_receiver.h"
 #include "daemon/store/sqlite/sqlite_store.h"
 #include "daemon/telemetry/telemetry.h"
 #include "daemon/util/file.h"
@@ -42,31 +44,56 @@ PipelineOptions PipelineOptionsFrom(const Config& config) {
 
 constexpr char kServiceName[] = "cachewatch.v1.CacheWatch";
 
+// At shutdown, once the Record streams have ended, the longest the other
+// calls in flight may take.
+constexpr std::chrono::seconds kFinalCallsGrace(1);
+
+// protobuf logs every string it refuses as invalid UTF-8, on stderr and not
+// as JSON; that refusal is answered to the client (record_decoder.h), so
+// its lines go to the debug level, in the daemon's format.
+void LogFromProtobuf(google::protobuf::LogLevel level, const char* file,
+                     int line, const std::string& message) {
+  Log(level >= google::protobuf::LOGLEVEL_FATAL ? LogLevel::kError
+                                                : LogLevel::kDebug,
+      "protobuf", {{"file", file}, {"line", line}, {"detail", message}});
+}
+
 // Runs `pipeline.Maintain()` every second until stopped, updates the watch
 // subscriber gauge, and reports the store's state as the health of the
-// cachewatch service: NOT_SERVING while its last commit failed (the server
-// itself, "", stays SERVING: queries still work and the daemon recovers by
-// itself).
+// cachewatch service: NOT_SERVING while it cannot write — its last commit
+// failed, or its health probe (RecordStore::ProbeWritable, at start and
+// every second while unhealthy) fails, as on a database started full (the
+// server itself, "", stays SERVING: queries still work and the daemon
+// recovers by itself).
 class MaintenanceLoop {
  public:
+  // `healthy`: the state reported now.
   MaintenanceLoop(IngestPipeline* pipeline, RecordStore* store, BreakHub* hub,
                   Telemetry* telemetry,
-                  grpc::HealthCheckServiceInterface* health)
-      : thread_([this, pipeline, store, hub, telemetry, health] {
+                  grpc::HealthCheckServiceInterface* health, bool healthy)
+      : thread_([this, pipeline, store, hub, telemetry, health,
+                 healthy]() mutable {
           std::unique_lock<std::mutex> lock(mutex_);
-          bool healthy = true;
           while (!stop_cv_.wait_for(lock, std::chrono::seconds(1),
                                     [this] { return stopping_; })) {
             lock.unlock();
             pipeline->Maintain();
             telemetry->SetWatchSubscribers(hub->subscriber_count());
-            const bool now_healthy = !store->stats().last_commit_failed;
+            const absl::Status probed =
+                healthy ? absl::OkStatus() : store->ProbeWritable();
+            const StoreStats stats = store->stats();
+            const bool now_healthy = probed.ok() && !stats.last_commit_failed;
             if (now_healthy != healthy) {
               healthy = now_healthy;
               health->SetServingStatus(kServiceName, healthy);
-              Log(healthy ? LogLevel::kInfo : LogLevel::kWarn,
-                  healthy ? "store writable again" : "store cannot write",
-                  {{"error", store->stats().last_error}});
+              telemetry->SetStoreHealthy(healthy);
+              if (healthy) {
+                Log(LogLevel::kInfo, "store writable again");
+              } else {
+                Log(LogLevel::kWarn, "store cannot write",
+                    {{"error", probed.ok() ? stats.last_error
+                                           : std::string(probed.message())}});
+              }
             }
             lock.lock();
           }
@@ -123,6 +150,7 @@ std::string StoreName(const Config& config) {
 
 int RunServer(const Config& config, const std::string& version) {
   SetLogLevel(ParseLogLevel(config.log_level));
+  google::protobuf::SetLogHandler(&LogFromProtobuf);
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -142,6 +170,7 @@ int RunServer(const Config& config, const std::string& version) {
   Telemetry telemetry(registry, version);
   MetricsOptions metrics_options;
   metrics_options.max_label_values = config.max_label_values;
+  metrics_options.max_series = config.max_metric_series;
   TurnMetrics turn_metrics(metrics_options, registry);
 
   // The store: PostgreSQL when --store names a server, else SQLite at
@@ -223,6 +252,20 @@ int RunServer(const Config& config, const std::string& version) {
   }
   CacheWatchService service(&pipeline, queries, &hub, &gate, &clock);
 
+  // The HTTP proxy receiver (docs/PROXY.md), feeding the same pipeline.
+  std::unique_ptr<ProxyReceiver> proxy;
+  if (!config.proxy.listen.empty()) {
+    absl::StatusOr<std::unique_ptr<ProxyReceiver>> started =
+        ProxyReceiver::Start(config.proxy, &pipeline, *registry);
+    if (!started.ok()) {
+      Log(LogLevel::kError, "cannot serve the HTTP proxy",
+          {{"address", config.proxy.listen},
+           {"error", std::string(started.status().message())}});
+      return 1;
+    }
+    proxy = *std::move(started);
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -239,6 +282,7 @@ int RunServer(const Config& config, const std::string& version) {
   Log(LogLevel::kInfo, "listening",
       {{"grpc", host + ":" + std::to_string(grpc_port)},
        {"metrics", metrics_address},
+       {"proxy", proxy ? proxy->address() : ""},
        {"db", store_name},
        {"tls", !config.tls_cert.empty()},
        {"mtls", !config.tls_client_ca.empty()},
@@ -248,19 +292,46 @@ int RunServer(const Config& config, const std::string& version) {
 
   int signal_number = 0;
   {
-    server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+    const absl::Status writable = store->ProbeWritable();
+    if (!writable.ok()) {
+      Log(LogLevel::kWarn, "store cannot write",
+          {{"error", std::string(writable.message())}});
+    }
+    telemetry.SetStoreHealthy(writable.ok());
+    server->GetHealthCheckService()->SetServingStatus(kServiceName,
+                                                      writable.ok());
     MaintenanceLoop maintenance(&pipeline, store.get(), &hub, &telemetry,
-                                server->GetHealthCheckService());
+                                server->GetHealthCheckService(), writable.ok());
     sigwait(&signals, &signal_number);
+    // The shutdown sequence (docs/OPERATIONS.md): health NOT_SERVING first,
+    // while the server still answers health checks; then new ingest calls
+    // and streams are refused, open Record streams acknowledge everything
+    // they read and end with UNAVAILABLE; then the server stops, cancelling
+    // what is left when the grace period is over.
+    const auto grace = std::chrono::seconds(config.shutdown_grace_seconds);
+    const auto deadline = std::chrono::steady_clock::now() + grace;
     Log(LogLevel::kInfo, "shutting down", {{"signal", signal_number}});
     server->GetHealthCheckService()->SetServingStatus(false);
     service.BeginShutdown();
     hub.Close();
-    server->Shutdown(std::chrono::system_clock::now() +
-                     std::chrono::seconds(config.shutdown_grace_seconds));
+    if (!service.WaitForRecordStreams(deadline)) {
+      Log(LogLevel::kWarn, "record streams still open after the grace period");
+    }
+    // Ingest calls admitted before BeginShutdown finish within a commit; the
+    // rest (queries, health checks, which gRPC's Shutdown can otherwise wait
+    // on for the whole grace period) get at most kFinalCallsGrace.
+    const auto remaining =
+        std::max(deadline - std::chrono::steady_clock::now(),
+                 std::chrono::steady_clock::duration::zero());
+    server->Shutdown(
+        std::chrono::system_clock::now() +
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::min<std::chrono::steady_clock::duration>(remaining,
+                                                          kFinalCallsGrace)));
     server->Wait();
   }
-  store.reset();  // Drains the queue and commits.
+  proxy.reset();   // Stops forwarding; observes and commits what is queued.
+  store.reset();   // Drains the queue and commits.
   Log(LogLevel::kInfo, "stopped");
   return 0;
 }

@@ -6,6 +6,7 @@
 #ifndef CACHEWATCH_DAEMON_STORE_RECORD_H_
 #define CACHEWATCH_DAEMON_STORE_RECORD_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "cachewatch/v1/break.pb.h"
 #include "cachewatch/v1/snapshot.pb.h"
 #include "cachewatch/v1/usage.pb.h"
+#include "daemon/core/lane_state.h"
 #include "daemon/core/turn.h"
 
 namespace cachewatch {
@@ -44,16 +46,25 @@ struct ClassificationWrite {
 
 using StoreWrite = std::variant<SnapshotWrite, UsageWrite, ClassificationWrite>;
 
-// A lane as the store remembers it, to seed the lane tracker after a restart
-// (LaneTracker::Restore).
+// A lane as the store remembers it, to seed the lane tracker with
+// (LaneTracker::Restore): after a restart, or when its next record comes
+// after the tracker forgot it.
 struct RestoredLane {
   LaneKey key;
-  // The lane's last classified turn, with its snapshot (when received),
-  // usage and provider diagnostics reconstructed.
-  Turn last_turn;
-  // The TTL the lane's most recent cache write showed (3600 for 1 h writes,
-  // 300 for 5 m writes), 0 when no classified turn showed one.
-  uint32_t observed_ttl_seconds = 0;
+  LaneState state;
+};
+
+// How much of a lane's history a lane lookup reads (RecordStore::LoadLane).
+struct LaneLookup {
+  // Only turns with request time >= since_us (client clock): retention.
+  int64_t since_us = 0;
+  // Unclassified turns only when received at or after this (daemon clock):
+  // older ones were given up (the pending timeout).
+  int64_t waiting_since_us = 0;
+  // At most this many classified turns (the tracker's remembered answers).
+  size_t answered = 16;
+  // At most this many unclassified turns (its pending turns per lane).
+  size_t waiting = 64;
 };
 
 }  // namespace cachewatch

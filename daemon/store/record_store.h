@@ -62,11 +62,22 @@ class RecordStore {
   virtual absl::StatusOr<std::vector<RestoredLane>> LoadRecentLanes(
       int64_t since_us) = 0;
 
-  // One lane's last classified turn (as LoadRecentLanes gives it, whatever
-  // its age), through one indexed lookup; nullopt when the lane has no
-  // classified turn.
+  // One lane's state, for a lane no tracker holds (design §7), within
+  // `lookup`'s bounds (retention; the pending timeout; how many answers and
+  // waiting turns a lane keeps): the baseline — its last classified turn by
+  // (request time, request id), snapshot, usage and provider diagnostics
+  // rebuilt, and when that turn has no snapshot and was no break, the
+  // snapshot of the newest earlier classified turn that has one (as the
+  // tracker keeps it) —; the TTL the lane's most recent classified turn
+  // with a 5 m / 1 h write split showed (0 if none); its newest
+  // `lookup.answered` classified turns with their stored classifications,
+  // break events included, oldest first; and its unclassified turns received
+  // at or after `lookup.waiting_since_us` and newer than the oldest answer
+  // read (at most `lookup.waiting`), with when they were received. Through
+  // one indexed read of the lane's newest turns (a lane never seen: one
+  // index seek); nullopt when the lane has no turn within the bounds.
   virtual absl::StatusOr<std::optional<RestoredLane>> LoadLane(
-      const LaneKey& key) = 0;
+      const LaneKey& key, const LaneLookup& lookup) = 0;
 
   // The stored classification of a turn, for answering a retried usage the
   // tracker no longer remembers; nullopt when the turn is unknown or not
@@ -78,6 +89,12 @@ class RecordStore {
   // whatever only they referenced) without holding up writes for long.
   // Returns the rows deleted.
   virtual absl::StatusOr<int64_t> DeleteOlderThan(int64_t cutoff_us) = 0;
+
+  // Health probe: whether a write could succeed now, changing nothing. OK,
+  // or Unavailable naming why not (e.g. the disk or a size cap is full, the
+  // store is read-only or unreachable). Cheap enough to call every second;
+  // the daemon calls it at start and each second while unhealthy.
+  virtual absl::Status ProbeWritable() = 0;
 
   // Records waiting for a commit.
   virtual size_t queued_records() const = 0;

@@ -21,7 +21,8 @@ constexpr std::array<double, 9> kHitRatioBuckets = {0.05, 0.1,  0.25, 0.5, 0.75,
 
 TurnMetrics::TurnMetrics(const MetricsOptions& options,
                          std::shared_ptr<prometheus::Registry> registry)
-    : registry_(std::move(registry)),
+    : max_series_(options.max_series),
+      registry_(std::move(registry)),
       turns_(CounterFamily(*registry_, "cachewatch_turns_total",
                            "Classified turns by verdict.")),
       breaks_(CounterFamily(*registry_, "cachewatch_breaks_total",
@@ -55,6 +56,10 @@ TurnMetrics::TurnMetrics(const MetricsOptions& options,
           *registry_, "cachewatch_label_overflow_total",
           "Label values reported as \"other\" because the label reached its "
           "cap of distinct values.")),
+      series_overflow_(CounterFamily(
+          *registry_, "cachewatch_metric_series_overflow_total",
+          "Turns (breaks) folded into the all-'other' label set because "
+          "their kind of series had reached its cap.")),
       agent_(options.max_label_values,
              &label_overflow_.Add({{"label", "agent"}})),
       provider_(options.max_label_values,
@@ -64,11 +69,18 @@ TurnMetrics::TurnMetrics(const MetricsOptions& options,
       reason_(options.max_label_values,
               &label_overflow_.Add({{"label", "reason"}})),
       turn_labels_{{"agent", "provider", "model"},
-                   {&agent_, &provider_, &model_}},
+                   {&agent_, &provider_, &model_},
+                   &series_overflow_.Add({{"family", "turns"}})},
       break_labels_{{"agent", "provider", "model", "reason"},
-                    {nullptr, nullptr, nullptr, &reason_}},
-      cost_labels_{break_labels_.names, {}},
-      diagnostics_labels_{{"provider", "agreement"}, {}} {
+                    {nullptr, nullptr, nullptr, &reason_},
+                    &series_overflow_.Add({{"family", "breaks"}})},
+      cost_labels_{break_labels_.names,
+                   {},
+                   &series_overflow_.Add({{"family", "break_cost"}})},
+      diagnostics_labels_{
+          {"provider", "agreement"},
+          {},
+          &series_overflow_.Add({{"family", "provider_diagnostics"}})} {
   for (int reason = 0; reason < v1::Reason_ARRAYSIZE; ++reason) {
     if (v1::Reason_IsValid(reason)) {
       reason_names_[reason] = ReasonName(static_cast<v1::Reason>(reason));
@@ -113,6 +125,13 @@ const std::pair<const LabelTuple<N>, Series>& TurnMetrics::FindOrCreate(
     if (overflowed) cap->overflow->Increment();
   }
   auto it = map.find(limited);
+  if (it == map.end() && map.size() >= max_series_) {
+    // A new combination over the cap: folded into the all-"other" set
+    // (which may itself be new: at most max_series + 1 sets).
+    labels.series_overflow->Increment();
+    for (std::string& value : limited) value = LabelLimiter::kOther;
+    it = map.find(limited);
+  }
   if (it == map.end()) {
     prometheus::Labels series_labels;
     for (size_t i = 0; i < N; ++i) {

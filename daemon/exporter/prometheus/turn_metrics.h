@@ -45,6 +45,10 @@ struct MetricsOptions {
   // Distinct values kept per label (agent, provider, model, reason); further
   // values are reported as "other". Default 100.
   size_t max_label_values = 100;
+  // Distinct label sets kept per kind of series (turns, breaks, break cost,
+  // provider diagnostics); the label sets of later combinations are folded
+  // into one whose every label is "other". Default 500.
+  size_t max_series = 500;
 };
 
 class TurnMetrics final : public TurnExporter {
@@ -85,10 +89,13 @@ class TurnMetrics final : public TurnExporter {
   // where a label is not capped or its value was already reported through
   // its limiter (so that each turn is limited, and counted as an overflow,
   // once per label).
+  // `series_overflow` counts the turns (breaks) folded into the all-"other"
+  // label set because the kind had reached MetricsOptions::max_series.
   template <size_t N>
   struct LabelSet {
     std::array<std::string_view, N> names;
     std::array<CappedLabel*, N> caps;
+    prometheus::Counter* series_overflow;
   };
 
   // The series of one (agent, provider, model).
@@ -117,6 +124,7 @@ class TurnMetrics final : public TurnExporter {
 
   std::string_view ReasonLabel(v1::Reason reason) const;
 
+  const size_t max_series_;
   const std::shared_ptr<prometheus::Registry> registry_;
 
   prometheus::Family<prometheus::Counter>& turns_;
@@ -129,6 +137,7 @@ class TurnMetrics final : public TurnExporter {
   prometheus::Family<prometheus::Counter>& break_cost_;
   prometheus::Family<prometheus::Counter>& provider_diagnostics_;
   prometheus::Family<prometheus::Counter>& label_overflow_;
+  prometheus::Family<prometheus::Counter>& series_overflow_;
 
   CappedLabel agent_;
   CappedLabel provider_;

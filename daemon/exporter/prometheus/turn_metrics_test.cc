@@ -366,5 +366,43 @@ TEST(MetricsConcurrencyTest, ConcurrentTurnsAreAllCounted) {
             kThreads * kTurnsPerThread / 2 + 1);
 }
 
+TEST(MetricsSeriesCapTest, CombinationsOverTheCapAreFoldedIntoOneOtherSet) {
+  TurnMetrics metrics(MetricsOptions{.max_label_values = 100, .max_series = 3},
+                      std::make_shared<prometheus::Registry>());
+  for (int i = 0; i < 10; ++i) {
+    metrics.OnTurnClassified(Classified("model-" + std::to_string(i),
+                                        v1::VERDICT_OK, Usage(0, 0, 10)));
+  }
+  // A set admitted before the cap keeps its own series.
+  metrics.OnTurnClassified(
+      Classified("model-0", v1::VERDICT_OK, Usage(0, 0, 10)));
+  const std::vector<Sample> samples =
+      ::cachewatch::testing::Scrape(*metrics.registry());
+  std::set<std::string> models;
+  for (const Sample& sample : Named(samples, "cachewatch_turns_total")) {
+    models.insert(sample.labels.at("model"));
+  }
+  EXPECT_EQ(models,
+            (std::set<std::string>{"model-0", "model-1", "model-2", "other"}));
+  EXPECT_EQ(Find(samples, "cachewatch_turns_total",
+                 {{"agent", "other"},
+                  {"provider", "other"},
+                  {"model", "other"},
+                  {"verdict", "ok"}}),
+            7);
+  EXPECT_EQ(Find(samples, "cachewatch_turns_total",
+                 {{"agent", "agent"},
+                  {"provider", "anthropic"},
+                  {"model", "model-0"},
+                  {"verdict", "ok"}}),
+            2);
+  EXPECT_EQ(Find(samples, "cachewatch_metric_series_overflow_total",
+                 {{"family", "turns"}}),
+            7);
+  EXPECT_EQ(
+      Find(samples, "cachewatch_label_overflow_total", {{"label", "model"}}),
+      0);
+}
+
 }  // namespace
 }  // namespace cachewatch

@@ -1,20 +1,12 @@
 #include "daemon/receiver/grpc/cachewatch_service.h"
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <utility>
-#include <vector>
+
+#include "daemon/receiver/grpc/record_decoder.h"
 
 namespace cachewatch {
 namespace {
-
-// Records a stream may have read but not yet committed; the reader waits
-// beyond this (flow control back to the client).
-constexpr size_t kMaxStreamInFlight = 4096;
 
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -22,24 +14,60 @@ grpc::Status ToGrpc(const absl::Status& status) {
                       std::string(status.message()));
 }
 
-v1::RecordAck AckFor(const ProcessedRecord& record) {
-  v1::RecordAck ack;
-  ack.set_request_id(record.request_id);
-  ack.set_is_usage(record.kind == RecordKind::kUsage);
-  ack.set_code(static_cast<int32_t>(record.status.code()));
-  ack.set_message(std::string(record.status.message()));
-  if (record.status.ok()) {
-    ack.set_duplicate(record.duplicate);
-    if (record.kind == RecordKind::kUsage)
-      *ack.mutable_classification() = record.classification;
+// Serves a unary ingest RPC whose request arrives as raw bytes: decodes it
+// into a Request (refusing it, counted, when it does not decode) and answers
+// with `handler`'s Response.
+template <typename Request, typename Response, typename Handler>
+grpc::Status DecodeAndServe(
+    grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* call,
+    IngestPipeline* pipeline, RecordKind kind, Handler handler) {
+  grpc::ByteBuffer bytes;
+  if (!call->Read(&bytes)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request: missing");
   }
-  return ack;
+  Request request;
+  if (absl::Status decoded = DecodeMessage(bytes, request); !decoded.ok()) {
+    pipeline->Reject(kind, decoded);
+    return ToGrpc(decoded);
+  }
+  Response response;
+  grpc::Status status = handler(request, response);
+  if (!status.ok()) return status;
+  grpc::ByteBuffer reply;
+  bool own_buffer = false;
+  grpc::SerializationTraits<Response>::Serialize(response, &reply, &own_buffer);
+  call->Write(reply);
+  return grpc::Status::OK;
 }
 
 }  // namespace
 
+CacheWatchService::CacheWatchService(IngestPipeline* pipeline,
+                                     BreakQueries* queries, BreakHub* hub,
+                                     ClientGate* gate, const Clock* clock)
+    : pipeline_(pipeline),
+      queries_(queries),
+      hub_(hub),
+      gate_(gate),
+      clock_(clock) {
+  // The method indices are the RPCs' order in service.proto, as in the
+  // generated WithStreamedUnaryMethod_ classes.
+  MarkMethodStreamed(0,
+                     new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer,
+                                                              grpc::ByteBuffer>(
+                         [this](grpc::ServerContext* context, auto* call) {
+                           return DecodeAndRecordSnapshot(context, call);
+                         }));
+  MarkMethodStreamed(1,
+                     new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer,
+                                                              grpc::ByteBuffer>(
+                         [this](grpc::ServerContext* context, auto* call) {
+                           return DecodeAndRecordUsage(context, call);
+                         }));
+}
+
 absl::StatusOr<std::string> CacheWatchService::Authenticate(
-    grpc::ServerContext* context) const {
+    grpc::ServerContextBase* context) const {
   const auto& metadata = context->client_metadata();
   auto it = metadata.find("authorization");
   const std::string authorization =
@@ -48,10 +76,19 @@ absl::StatusOr<std::string> CacheWatchService::Authenticate(
   return gate_->Authenticate(authorization, context->peer());
 }
 
+void CacheWatchService::BeginShutdown() {
+  shutting_down_ = true;
+  streams_.StopAll();
+}
+
 absl::Status CacheWatchService::Admit(grpc::ServerContext* context,
                                       RecordKind kind) {
   absl::StatusOr<std::string> client = Authenticate(context);
   absl::Status status = client.status();
+  if (status.ok() && shutting_down_) {
+    status =
+        absl::UnavailableError(RecordStream::StoppingStatus().error_message());
+  }
   if (status.ok()) status = gate_->Admit(*client, 1, clock_->NowMicros());
   if (!status.ok()) pipeline_->Reject(kind, status);
   return status;
@@ -74,6 +111,26 @@ grpc::Status CacheWatchService::RecordSnapshot(
   return ToGrpc(record.status);
 }
 
+grpc::Status CacheWatchService::DecodeAndRecordSnapshot(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* call) {
+  return DecodeAndServe<v1::RecordSnapshotRequest, v1::RecordSnapshotResponse>(
+      call, pipeline_, RecordKind::kSnapshot,
+      [&](const auto& request, auto& response) {
+        return RecordSnapshot(context, &request, &response);
+      });
+}
+
+grpc::Status CacheWatchService::DecodeAndRecordUsage(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* call) {
+  return DecodeAndServe<v1::RecordUsageRequest, v1::RecordUsageResponse>(
+      call, pipeline_, RecordKind::kUsage,
+      [&](const auto& request, auto& response) {
+        return RecordUsage(context, &request, &response);
+      });
+}
+
 grpc::Status CacheWatchService::RecordUsage(
     grpc::ServerContext* context, const v1::RecordUsageRequest* request,
     v1::RecordUsageResponse* response) {
@@ -92,81 +149,12 @@ grpc::Status CacheWatchService::RecordUsage(
   return ToGrpc(record.status);
 }
 
-// The reader thread (this handler) tracks each record as it arrives; a
-// committer thread makes everything read so far durable in one store write
-// and then acknowledges it, so a busy stream commits in batches.
-grpc::Status CacheWatchService::Record(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<v1::RecordAck, v1::RecordRequest>* stream) {
-  const absl::StatusOr<std::string> client = Authenticate(context);
-  if (!client.ok()) {
-    pipeline_->Reject(RecordKind::kSnapshot, client.status());
-    return ToGrpc(client.status());
-  }
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::deque<ProcessedRecord> in_flight;  // Guarded by mutex.
-  bool reading = true;                    // Guarded by mutex.
-  bool writable = true;                   // Guarded by mutex.
-
-  std::thread committer([&] {
-    for (;;) {
-      std::deque<ProcessedRecord> batch;
-      {
-        std::unique_lock<std::mutex> lock(mutex);
-        changed.wait(lock, [&] { return !in_flight.empty() || !reading; });
-        if (in_flight.empty()) return;
-        batch.swap(in_flight);
-      }
-      changed.notify_all();
-      std::vector<ProcessedRecord*> pointers;
-      for (ProcessedRecord& record : batch) pointers.push_back(&record);
-      pipeline_->Commit(pointers);
-      for (const ProcessedRecord& record : batch) {
-        if (!stream->Write(AckFor(record))) {
-          std::lock_guard<std::mutex> lock(mutex);
-          writable = false;
-          break;
-        }
-      }
-    }
-  });
-
-  v1::RecordRequest request;
-  while (stream->Read(&request)) {
-    const absl::Status admitted = gate_->Admit(*client, 1, clock_->NowMicros());
-    ProcessedRecord record =
-        !admitted.ok()
-            ? pipeline_->Reject(request.has_usage() ? RecordKind::kUsage
-                                                    : RecordKind::kSnapshot,
-                                admitted)
-        : request.has_snapshot()
-            ? pipeline_->ProcessSnapshot(std::move(*request.mutable_snapshot()))
-        : request.has_usage()
-            ? pipeline_->ProcessUsage(std::move(*request.mutable_usage()))
-            : pipeline_->Reject(
-                  RecordKind::kSnapshot,
-                  absl::InvalidArgumentError("record: one of snapshot or "
-                                             "usage is required"));
-    if (record.request_id.empty()) {
-      record.request_id = request.has_usage() ? request.usage().request_id()
-                                              : request.snapshot().request_id();
-    }
-    std::unique_lock<std::mutex> lock(mutex);
-    changed.wait(lock, [&] {
-      return in_flight.size() < kMaxStreamInFlight || !writable;
-    });
-    if (!writable) break;
-    in_flight.push_back(std::move(record));
-    changed.notify_all();
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    reading = false;
-  }
-  changed.notify_all();
-  committer.join();
-  return grpc::Status::OK;
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+CacheWatchService::Record(grpc::CallbackServerContext* context) {
+  absl::StatusOr<std::string> client = Authenticate(context);
+  if (!client.ok()) pipeline_->Reject(RecordKind::kSnapshot, client.status());
+  return new RecordStream(client.status(), client.ok() ? *client : "",
+                          pipeline_, gate_, clock_, &streams_);
 }
 
 grpc::Status CacheWatchService::ListBreaks(grpc::ServerContext* context,
@@ -174,6 +162,11 @@ grpc::Status CacheWatchService::ListBreaks(grpc::ServerContext* context,
                                            v1::ListBreaksResponse* response) {
   if (auto client = Authenticate(context); !client.ok()) {
     return ToGrpc(client.status());
+  }
+  if (absl::Status valid =
+          ValidateListBreaksRequest(*request, pipeline_->limits());
+      !valid.ok()) {
+    return ToGrpc(valid);
   }
   absl::StatusOr<v1::ListBreaksResponse> result =
       queries_->ListBreaks(*request);
@@ -188,9 +181,10 @@ grpc::Status CacheWatchService::ExplainBreak(
   if (auto client = Authenticate(context); !client.ok()) {
     return ToGrpc(client.status());
   }
-  if (request->break_id().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "break_id: required");
+  if (absl::Status valid =
+          ValidateExplainBreakRequest(*request, pipeline_->limits());
+      !valid.ok()) {
+    return ToGrpc(valid);
   }
   absl::StatusOr<v1::ExplainBreakResponse> result =
       queries_->ExplainBreak(request->break_id());
@@ -204,6 +198,11 @@ grpc::Status CacheWatchService::WatchBreaks(
     grpc::ServerWriter<v1::PromptCacheBreak>* writer) {
   if (auto client = Authenticate(context); !client.ok()) {
     return ToGrpc(client.status());
+  }
+  if (absl::Status valid =
+          ValidateWatchBreaksRequest(*request, pipeline_->limits());
+      !valid.ok()) {
+    return ToGrpc(valid);
   }
   std::shared_ptr<BreakHub::Subscription> subscription =
       hub_->Subscribe(*request);
@@ -220,10 +219,10 @@ grpc::Status CacheWatchService::WatchBreaks(
                             "watch: fell too far behind the break stream; "
                             "reconnect and catch up with ListBreaks");
       case BreakHub::NextResult::kClosed:
-        return grpc::Status::OK;
+        return RecordStream::StoppingStatus();
     }
   }
-  return grpc::Status::OK;
+  return shutting_down_ ? RecordStream::StoppingStatus() : grpc::Status::OK;
 }
 
 grpc::Status CacheWatchService::GetLaneTimeline(
@@ -232,10 +231,10 @@ grpc::Status CacheWatchService::GetLaneTimeline(
   if (auto client = Authenticate(context); !client.ok()) {
     return ToGrpc(client.status());
   }
-  if (request->agent().empty() || request->session_id().empty()) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        request->agent().empty() ? "agent: required" : "session_id: required");
+  if (absl::Status valid =
+          ValidateLaneTimelineRequest(*request, pipeline_->limits());
+      !valid.ok()) {
+    return ToGrpc(valid);
   }
   const LaneKey key = LaneKeyOf(*request);
   absl::StatusOr<v1::GetLaneTimelineResponse> result =

@@ -1,6 +1,11 @@
-// The gRPC receiver: the cachewatch.v1.CacheWatch service (synchronous API).
-// Ingest RPCs go through the IngestPipeline and answer once the record is
-// durable; query RPCs read BreakQueries; WatchBreaks follows the BreakHub.
+// The gRPC receiver: the cachewatch.v1.CacheWatch service (synchronous API,
+// but Record on the callback API, record_stream.h). Ingest RPCs go through
+// the IngestPipeline and answer once the record is durable; query RPCs read
+// BreakQueries; WatchBreaks follows the BreakHub.
+//
+// The ingest RPCs receive raw bytes and decode each record themselves
+// (record_decoder.h): an undecodable record is answered INVALID_ARGUMENT
+// naming the field, never with INTERNAL or the end of its stream.
 //
 // Thread-safe; gRPC calls it from its own thread pool.
 #ifndef CACHEWATCH_DAEMON_RECEIVER_GRPC_CACHEWATCH_SERVICE_H_
@@ -9,32 +14,38 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <chrono>
 
 #include "cachewatch/v1/service.grpc.pb.h"
 #include "daemon/exporter/watch/break_hub.h"
 #include "daemon/pipeline/clock.h"
 #include "daemon/pipeline/ingest_pipeline.h"
 #include "daemon/receiver/grpc/client_gate.h"
+#include "daemon/receiver/grpc/record_stream.h"
 #include "daemon/store/break_queries.h"
 
 namespace cachewatch {
 
-class CacheWatchService final : public v1::CacheWatch::Service {
+class CacheWatchService final
+    : public v1::CacheWatch::WithRawCallbackMethod_Record<
+          v1::CacheWatch::Service> {
  public:
   // All pointers must outlive the service. Every call passes `gate`:
   // UNAUTHENTICATED without a valid token (when tokens are configured), and
   // ingest calls are charged to the client's rate limit.
   CacheWatchService(IngestPipeline* pipeline, BreakQueries* queries,
-                    BreakHub* hub, ClientGate* gate, const Clock* clock)
-      : pipeline_(pipeline),
-        queries_(queries),
-        hub_(hub),
-        gate_(gate),
-        clock_(clock) {}
+                    BreakHub* hub, ClientGate* gate, const Clock* clock);
 
-  // Makes open WatchBreaks calls end (each within 200 ms, its wait for the
-  // next break); Record streams end when the gRPC server shuts down.
-  void BeginShutdown() { shutting_down_ = true; }
+  // For shutdown: refuses new ingest calls and Record streams with
+  // UNAVAILABLE, makes every open Record stream acknowledge what it has
+  // read and end with UNAVAILABLE (record_stream.h), and ends WatchBreaks
+  // calls with UNAVAILABLE.
+  void BeginShutdown();
+  // After BeginShutdown: waits until every Record stream has ended or
+  // `deadline`; true if all ended.
+  bool WaitForRecordStreams(std::chrono::steady_clock::time_point deadline) {
+    return streams_.WaitUntilAllEnded(deadline);
+  }
 
   grpc::Status RecordSnapshot(grpc::ServerContext* context,
                               const v1::RecordSnapshotRequest* request,
@@ -42,10 +53,8 @@ class CacheWatchService final : public v1::CacheWatch::Service {
   grpc::Status RecordUsage(grpc::ServerContext* context,
                            const v1::RecordUsageRequest* request,
                            v1::RecordUsageResponse* response) override;
-  grpc::Status Record(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::RecordAck, v1::RecordRequest>* stream)
-      override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Record(
+      grpc::CallbackServerContext* context) override;
   grpc::Status ListBreaks(grpc::ServerContext* context,
                           const v1::ListBreaksRequest* request,
                           v1::ListBreaksResponse* response) override;
@@ -61,7 +70,15 @@ class CacheWatchService final : public v1::CacheWatch::Service {
 
  private:
   // The caller's identity, or UNAUTHENTICATED.
-  absl::StatusOr<std::string> Authenticate(grpc::ServerContext* context) const;
+  absl::StatusOr<std::string> Authenticate(
+      grpc::ServerContextBase* context) const;
+  // RecordSnapshot and RecordUsage on raw bytes: decode, then as above.
+  grpc::Status DecodeAndRecordSnapshot(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* call);
+  grpc::Status DecodeAndRecordUsage(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* call);
   // Authenticates and charges one record; the refusal, if any, is counted.
   absl::Status Admit(grpc::ServerContext* context, RecordKind kind);
 
@@ -71,6 +88,7 @@ class CacheWatchService final : public v1::CacheWatch::Service {
   ClientGate* const gate_;
   const Clock* const clock_;
   std::atomic<bool> shutting_down_{false};
+  RecordStreams streams_;
 };
 
 }  // namespace cachewatch

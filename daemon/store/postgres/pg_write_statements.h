@@ -103,8 +103,10 @@ WHERE NOT EXISTS (SELECT 1 FROM existing)
 ON CONFLICT (agent, session_id, lane, request_id, request_time_us)
   DO NOTHING)sql";
 
-// A pending verdict never replaces a stored one. $7: the request time of a
-// new row (the break's, else the daemon's clock).
+// Only a turn not classified yet (no verdict, or 'pending') takes a verdict:
+// a stored final verdict is never rewritten, whatever a retry or another
+// daemon brings. $7: the request time of a new row (the break's, else the
+// daemon's clock).
 inline constexpr const char* kPgUpsertClassification =
     CACHEWATCH_PG_FIND_TURN R"sql(,
 updated AS (
@@ -113,7 +115,7 @@ updated AS (
     verdict = $9::text, primary_reason = $10::text, break_id = $11::text,
     expected_reuse_tokens = $12::bigint,
     missed_tokens = $13::bigint)sql" CACHEWATCH_PG_THIS_TURN R"sql(
-    AND ($9::text <> 'pending' OR verdict IS NULL)
+    AND (verdict IS NULL OR (verdict = 'pending' AND $9::text <> 'pending'))
   RETURNING 1)
 INSERT INTO turns (
   agent, session_id, lane, request_id, request_time_us, expected_drop,
@@ -128,6 +130,9 @@ ON CONFLICT (agent, session_id, lane, request_id, request_time_us)
 #undef CACHEWATCH_PG_FIND_TURN
 #undef CACHEWATCH_PG_THIS_TURN
 
+// A break, after its turn's classification: only when the turn took it (the
+// break of a turn that already had its verdict is not this turn's: the
+// stored verdict stands, and no break row is added beside it).
 inline constexpr const char* kPgInsertBreak = R"sql(
 INSERT INTO prompt_cache_breaks (
   break_id, agent, session_id, lane, provider, previous_request_id,
@@ -141,14 +146,18 @@ INSERT INTO prompt_cache_breaks (
   ttl_seconds, ttl_source, estimated_extra_cost_usd,
   previous_request_time_us, request_time_us, provider_miss_reason,
   provider_missed_tokens, provider_agreement, event)
-VALUES (
+SELECT
   $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text,
   $8::text, $9::text, $10::text, $11::text, $12::text, $13::bigint,
   $14::bigint, $15::bigint, $16::bigint, $17::bigint, $18::bigint, $19::text,
   $20::text, $21::text, $22::text, $23::text, $24::text, $25::bigint,
   $26::bigint, $27::bigint, $28::double precision, $29::bigint, $30::text,
   $31::double precision, $32::bigint, $33::bigint, $34::text, $35::bigint,
-  $36::text, $37::bytea)
+  $36::text, $37::bytea
+WHERE EXISTS (
+  SELECT 1 FROM turns
+  WHERE agent = $2::text AND session_id = $3::text AND lane = $4::text
+    AND request_id = $7::text AND break_id = $1::text)
 ON CONFLICT (break_id, request_time_us) DO NOTHING)sql";
 
 }  // namespace cachewatch

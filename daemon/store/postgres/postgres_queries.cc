@@ -119,13 +119,52 @@ FROM (
   ORDER BY agent, session_id, lane, request_time_us DESC, request_id DESC
 ) AS r)sql";
 
-constexpr const char* kSelectLane =
-    "SELECT " CACHEWATCH_TURN_COLUMNS ", " CACHEWATCH_OBSERVED_TTL R"sql(
-FROM turns AS r
-WHERE agent = $1::text AND session_id = $2::text AND lane = $3::text
+// One lane's newest turns within retention, newest first: the classified
+// ones and those waiting for a pair received since $5 (the snapshots given
+// up before are left out), each with its classification and break event.
+// One range of turns_by_lane_time read backwards, as the SQLite store's
+// (daemon/store/sqlite/read_connection.cc); a lane never seen costs one
+// index seek per partition.
+constexpr const char* kSelectLane = "SELECT " CACHEWATCH_TURN_COLUMNS R"sql(,
+  verdict, expected_reuse_tokens, missed_tokens, received_at_us,
+  (SELECT b.event FROM prompt_cache_breaks AS b
+   WHERE b.break_id = t.break_id LIMIT 1)
+FROM (
+  SELECT * FROM turns
+  WHERE agent = $1::text AND session_id = $2::text AND lane = $3::text
+    AND request_time_us >= $4::bigint
+    AND ((verdict IS NOT NULL AND verdict <> 'pending')
+         OR received_at_us >= $5::bigint)
+  ORDER BY request_time_us DESC, request_id DESC
+  LIMIT $6::bigint) AS t
+ORDER BY request_time_us DESC, request_id DESC)sql";
+
+// The TTL a lane's most recent classified turn with a 5 m / 1 h write split
+// showed, among its last $5 turns (LoadLane's fallback when none of the
+// turns it read showed one).
+constexpr const char* kSelectLaneTtl = R"sql(
+SELECT CASE WHEN cache_write_1h_tokens > 0 THEN 3600 ELSE 300 END
+FROM (
+  SELECT cache_write_1h_tokens, cache_write_5m_tokens, verdict FROM turns
+  WHERE agent = $1::text AND session_id = $2::text AND lane = $3::text
+    AND request_time_us >= $4::bigint
+  ORDER BY request_time_us DESC, request_id DESC
+  LIMIT $5::bigint) AS recent
+WHERE (cache_write_1h_tokens > 0 OR cache_write_5m_tokens > 0)
   AND verdict IS NOT NULL AND verdict <> 'pending'
-ORDER BY request_time_us DESC, request_id DESC
 LIMIT 1)sql";
+
+// Turns LoadLane's TTL fallback looks back over.
+constexpr int kLaneTtlLookback = 1000;
+
+// kSelectLane's columns after the turn columns.
+enum LaneRowColumn {
+  kLaneVerdict = kTurnColumnCount,
+  kLaneExpectedReuseTokens,
+  kLaneMissedTokens,
+  kLaneReceivedAtUs,
+  kLaneBreakEvent,
+};
 
 #undef CACHEWATCH_TURN_COLUMNS
 #undef CACHEWATCH_OBSERVED_TTL
@@ -370,8 +409,9 @@ absl::StatusOr<RestoredLane> RestoredLaneOf(const PgRow& row,
   RestoredLane lane;
   lane.key = {std::string(row.Text(kAgent)), std::string(row.Text(kSessionId)),
               std::string(row.Text(kLane))};
-  lane.last_turn = *std::move(turn);
-  lane.observed_ttl_seconds = static_cast<uint32_t>(row.Int(kTurnColumnCount));
+  lane.state.last_turn = *std::move(turn);
+  lane.state.observed_ttl_seconds =
+      static_cast<uint32_t>(row.Int(kTurnColumnCount));
   return lane;
 }
 
@@ -608,23 +648,103 @@ absl::StatusOr<std::vector<RestoredLane>> PostgresStore::LoadRecentLanes(
 }
 
 absl::StatusOr<std::optional<RestoredLane>> PostgresStore::LoadLane(
-    const LaneKey& key) {
+    const LaneKey& key, const LaneLookup& lookup) {
   absl::StatusOr<PgPool::Lease> lease = readers_->Acquire();
   if (!lease.ok()) return lease.status();
   PgConnection& connection = **lease;
-  std::optional<RestoredLane> lane;
+  std::optional<RestoredLane> found;
   CACHEWATCH_RETURN_IF_ERROR(InSnapshot(connection, [&]() -> absl::Status {
-    absl::StatusOr<PgResult> rows =
-        connection.Prepared("cw_lane", kSelectLane, KeyParams(key));
+    absl::StatusOr<PgResult> rows = connection.Prepared(
+        "cw_lane", kSelectLane,
+        KeyParams(key)
+            .Int(lookup.since_us)
+            .Int(lookup.waiting_since_us)
+            .Int(static_cast<int64_t>(lookup.answered + lookup.waiting)));
     if (!rows.ok()) return rows.status();
     if (rows->rows() == 0) return absl::OkStatus();
     ToolListCache tools(connection);
-    absl::StatusOr<RestoredLane> restored = RestoredLaneOf(rows->row(0), tools);
-    if (!restored.ok()) return restored.status();
-    lane = *std::move(restored);
+    RestoredLane lane;
+    lane.key = key;
+    LaneState& state = lane.state;
+    bool ttl_known = false;
+    // The baseline has no snapshot of its own and takes an older turn's.
+    bool inherit_snapshot = false;
+    // Newest first by (request time, request id): the first classified row
+    // is the baseline.
+    for (int i = 0; i < rows->rows(); ++i) {
+      const PgRow s = rows->row(i);
+      const bool classified =
+          !s.IsNull(kLaneVerdict) && s.Text(kLaneVerdict) != "pending";
+      if (!classified) {
+        if (state.waiting.size() >= lookup.waiting) continue;
+        CACHEWATCH_ASSIGN_OR_RETURN(
+            std::shared_ptr<const v1::Snapshot> snapshot, SnapshotOf(s, tools));
+        CACHEWATCH_ASSIGN_OR_RETURN(Turn turn, TurnOf(s, std::move(snapshot)));
+        state.waiting.push_back({std::move(turn), s.Int(kLaneReceivedAtUs)});
+        continue;
+      }
+      // Older turns are neither remembered nor waiting (a turn waits only
+      // behind an unclassified one): the read stops here.
+      if (state.answered.size() >= lookup.answered) break;
+      if (!ttl_known &&
+          (s.Int(kCacheWrite1hTokens) > 0 || s.Int(kCacheWrite5mTokens) > 0)) {
+        state.observed_ttl_seconds =
+            s.Int(kCacheWrite1hTokens) > 0 ? 3600 : 300;
+        ttl_known = true;
+      }
+      AnsweredTurn& answered = state.answered.emplace_back();
+      answered.request_id = std::string(s.Text(kRequestId));
+      CACHEWATCH_ASSIGN_OR_RETURN(
+          v1::Verdict verdict,
+          EnumColumn<v1::Verdict>(s, kLaneVerdict, "verdict"));
+      v1::TurnClassification& classification = answered.classification;
+      classification.set_verdict(verdict);
+      classification.set_expected_reuse_tokens(s.Int(kLaneExpectedReuseTokens));
+      classification.set_missed_tokens(s.Int(kLaneMissedTokens));
+      if (verdict == v1::VERDICT_EXPECTED_DROP) {
+        CACHEWATCH_ASSIGN_OR_RETURN(
+            v1::ExpectedDrop hint,
+            EnumColumn<v1::ExpectedDrop>(s, kExpectedDrop, "expected_drop"));
+        classification.set_expected_drop(hint);
+      }
+      if (verdict == v1::VERDICT_BREAK && !s.IsNull(kLaneBreakEvent)) {
+        CACHEWATCH_RETURN_IF_ERROR(ParseEvent(
+            s.Blob(kLaneBreakEvent), classification.mutable_cache_break()));
+      }
+      if (!state.last_turn.has_value()) {
+        CACHEWATCH_ASSIGN_OR_RETURN(
+            std::shared_ptr<const v1::Snapshot> snapshot, SnapshotOf(s, tools));
+        CACHEWATCH_ASSIGN_OR_RETURN(Turn turn, TurnOf(s, std::move(snapshot)));
+        state.last_turn = std::move(turn);
+        inherit_snapshot = state.last_turn->snapshot == nullptr &&
+                           verdict != v1::VERDICT_BREAK;
+      } else if (inherit_snapshot) {
+        // The tracker measures the turn after a snapshot-less turn that was
+        // no break against the last snapshot its lane saw: so does the
+        // baseline.
+        if (s.Int(kSnapshotReceived) != 0) {
+          CACHEWATCH_ASSIGN_OR_RETURN(state.last_turn->snapshot,
+                                      SnapshotOf(s, tools));
+          inherit_snapshot = false;
+        } else if (verdict == v1::VERDICT_BREAK) {
+          inherit_snapshot = false;
+        }
+      }
+    }
+    std::reverse(state.answered.begin(), state.answered.end());
+    if (!ttl_known && state.last_turn.has_value()) {
+      absl::StatusOr<PgResult> ttl = connection.Prepared(
+          "cw_lane_ttl", kSelectLaneTtl,
+          KeyParams(key).Int(lookup.since_us).Int(kLaneTtlLookback));
+      if (!ttl.ok()) return ttl.status();
+      if (ttl->rows() > 0) {
+        state.observed_ttl_seconds = static_cast<uint32_t>(ttl->row(0).Int(0));
+      }
+    }
+    found = std::move(lane);
     return absl::OkStatus();
   }));
-  return lane;
+  return found;
 }
 
 }  // namespace cachewatch

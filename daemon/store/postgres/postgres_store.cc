@@ -86,13 +86,6 @@ class BatchBuilder {
     steps_.push_back({"cw_lock_lanes", {}});  // Parameters set in Finish().
   }
 
-  // Learns the turn times the batch itself carries, so that a later record
-  // of the same turn without a time of its own is looked up near them.
-  void NoteTime(const LaneKey& key, const std::string& request_id,
-                int64_t time_us) {
-    turn_times_.try_emplace({LaneLockKey(key), request_id}, time_us);
-  }
-
   void Add(const SnapshotWrite& write) {
     const v1::Snapshot& snapshot = *write.snapshot;
     const std::string list_hash = ToolListHash(snapshot.tools());
@@ -181,19 +174,12 @@ class BatchBuilder {
     if (is_break && event.has_request_time()) {
       time_us = TimeUtil::TimestampToMicroseconds(event.request_time());
     }
-    if (is_break) AddBreak(write.key, event, time_us.value_or(now_us_));
 
-    PgParams params;
-    if (time_us.has_value()) {
-      params = KeyParams(write.key, write.request_id, *time_us);
-    } else {
-      // No time of its own: near the turn's other records in this batch,
-      // else anywhere.
-      auto known = turn_times_.find({LaneLockKey(write.key), write.request_id});
-      params = known != turn_times_.end()
-                   ? KeyParams(write.key, write.request_id, known->second)
-                   : KeyParams(write.key, write.request_id, kMinTime, kMaxTime);
-    }
+    // Looked up whatever its time: a turn row may have been made by a
+    // record without a time of its own (at the daemon's clock), and a
+    // second verdict must find it to leave it standing.
+    PgParams params =
+        KeyParams(write.key, write.request_id, kMinTime, kMaxTime);
     params.Int(time_us.value_or(now_us_))
         .TextOrNull(EnumOrEmpty(classification.expected_drop()))
         .TextOrNull(EnumOrEmpty(classification.verdict()));
@@ -207,6 +193,7 @@ class BatchBuilder {
         .Int(now_us_);
     steps_.push_back({"cw_classification", std::move(params)});
     Touch(write.key, time_us.value_or(now_us_));
+    if (is_break) AddBreak(write.key, event, time_us.value_or(now_us_));
   }
 
   // The steps, ending in COMMIT; days: the partitions they may write.
@@ -305,7 +292,6 @@ class BatchBuilder {
   std::set<std::string> tool_lists_;
   std::set<int64_t> lanes_;
   std::set<int64_t> days_;
-  std::map<std::pair<int64_t, std::string>, int64_t> turn_times_;
 };
 
 absl::Status PrepareWriteStatements(PgConnection& connection) {
@@ -480,23 +466,6 @@ absl::Status PostgresStore::CommitUnits(
   BatchBuilder builder(now_us);
   for (const std::vector<StoreWrite>* unit : units) {
     for (const StoreWrite& write : *unit) {
-      if (const auto* snapshot = std::get_if<SnapshotWrite>(&write)) {
-        if (snapshot->snapshot->has_request_time()) {
-          builder.NoteTime(snapshot->key, snapshot->snapshot->request_id(),
-                           TimeUtil::TimestampToMicroseconds(
-                               snapshot->snapshot->request_time()));
-        }
-      } else if (const auto* usage = std::get_if<UsageWrite>(&write)) {
-        if (usage->usage.has_response_time()) {
-          builder.NoteTime(
-              usage->key, usage->usage.request_id(),
-              TimeUtil::TimestampToMicroseconds(usage->usage.response_time()));
-        }
-      }
-    }
-  }
-  for (const std::vector<StoreWrite>* unit : units) {
-    for (const StoreWrite& write : *unit) {
       std::visit([&](const auto& record) { builder.Add(record); }, write);
     }
   }
@@ -624,6 +593,23 @@ DELETE FROM tool_lists WHERE list_hash IN (
     if (deleted->affected() < kRetentionBatchRows) break;
   }
   return total;
+}
+
+absl::Status PostgresStore::ProbeWritable() {
+  absl::StatusOr<PgPool::Lease> connection = readers_->Acquire();
+  absl::Status status = connection.ok()
+                            ? (*connection)
+                                  ->Exec(
+                                      "BEGIN READ WRITE; "
+                                      "SELECT pg_current_xact_id(); "
+                                      "ROLLBACK")
+                            : connection.status();
+  if (status.ok()) return status;
+  if (connection.ok() && (*connection)->ok()) {
+    (*connection)->Exec("ROLLBACK").IgnoreError();
+  }
+  return absl::UnavailableError(
+      absl::StrCat("PostgreSQL cannot write: ", status.message()));
 }
 
 size_t PostgresStore::queued_records() const {

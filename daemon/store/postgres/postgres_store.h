@@ -100,15 +100,22 @@ class PostgresStore final : public RecordStore, public BreakQueries {
       const LaneKey& key, const std::string& request_id) override;
   absl::StatusOr<std::vector<RestoredLane>> LoadRecentLanes(
       int64_t since_us) override;
-  // One lane's last classified turn, whatever its age; nullopt when none.
+  // Reads the lane's newest rows through turns_by_lane_time in one
+  // REPEATABLE READ snapshot on a query connection; a second read, of at
+  // most 1000 rows, only when none of them showed a TTL.
   absl::StatusOr<std::optional<RestoredLane>> LoadLane(
-      const LaneKey& key) override;
+      const LaneKey& key, const LaneLookup& lookup) override;
 
   // Retention: drops the day partitions wholly before cutoff_us, deletes
   // the older rows of the partition holding it (in small transactions),
   // then the tool lists no turn references; creates the partitions of the
   // next days ahead. Returns the rows deleted (turns, breaks, tool lists).
   absl::StatusOr<int64_t> DeleteOlderThan(int64_t cutoff_us) override;
+
+  // OK, or Unavailable naming why not: the server unreachable, or unable
+  // to start a read-write transaction (a standby, default_transaction_read_
+  // only, out of transaction ids). One round trip on a query connection.
+  absl::Status ProbeWritable() override;
 
   size_t queued_records() const override;
   StoreStats stats() const override;

@@ -254,6 +254,8 @@ TEST_F(PostgresStoreTest, RestartMidRunLosesNothingAcknowledged) {
     absl::SleepFor(absl::Milliseconds(50));
   }
   EXPECT_TRUE(store->stats().last_commit_failed);
+  const absl::Status probed = store->ProbeWritable();
+  EXPECT_TRUE(absl::IsUnavailable(probed)) << probed;
   ASSERT_TRUE(server_->Restart());
   // Back: writes succeed again without reopening the store.
   EXPECT_TRUE(wait_for_acks(50));
@@ -265,6 +267,7 @@ TEST_F(PostgresStoreTest, RestartMidRunLosesNothingAcknowledged) {
     absl::SleepFor(absl::Milliseconds(50));
   }
   EXPECT_FALSE(store->stats().last_commit_failed);
+  EXPECT_TRUE(store->ProbeWritable().ok());
 
   std::set<std::string> stored;
   const std::string out =

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -14,6 +15,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "daemon/store/postgres/postgres_store.h"
 #include "daemon/store/sqlite/store_test_util.h"
 #include "tests/support/postgres_process.h"
@@ -506,7 +508,7 @@ TYPED_TEST(StoreConformanceTest, LoadRecentLanesAfterReopening) {
       (*lanes)[0].key == sub ? (*lanes)[0] : (*lanes)[1];
   ASSERT_EQ(restored_main.key, main);
   ASSERT_EQ(restored_sub.key, sub);
-  const Turn& turn = restored_main.last_turn;
+  const Turn& turn = *restored_main.state.last_turn;
   EXPECT_EQ(turn.request_id, "r1");
   ASSERT_NE(turn.snapshot, nullptr);
   EXPECT_TRUE(ProtoEquals(FullSnapshot(main, "r1", kT0 + 10 * kSecond),
@@ -519,10 +521,227 @@ TYPED_TEST(StoreConformanceTest, LoadRecentLanesAfterReopening) {
   EXPECT_EQ(turn.provider, v1::PROVIDER_ANTHROPIC);
   EXPECT_EQ(turn.model, "claude-sonnet-4-5");
   EXPECT_EQ(turn.request_time_us, kT0 + 10 * kSecond);
-  EXPECT_EQ(restored_main.observed_ttl_seconds, 3600u);
-  EXPECT_EQ(restored_sub.last_turn.request_id, "s0");
-  EXPECT_FALSE(restored_sub.last_turn.provider_diagnostics.has_value());
-  EXPECT_EQ(restored_sub.observed_ttl_seconds, 300u);
+  EXPECT_EQ(restored_main.state.observed_ttl_seconds, 3600u);
+  EXPECT_EQ(restored_sub.state.last_turn->request_id, "s0");
+  EXPECT_FALSE(restored_sub.state.last_turn->provider_diagnostics.has_value());
+  EXPECT_EQ(restored_sub.state.observed_ttl_seconds, 300u);
+}
+
+// A lookup of a lane's classified turns only, whatever their age.
+LaneLookup AnsweredOnly() {
+  LaneLookup lookup;
+  lookup.since_us = 0;
+  lookup.waiting_since_us = std::numeric_limits<int64_t>::max();
+  return lookup;
+}
+
+// A lane the tracker forgot: its baseline, its newest answers (a break's
+// event included) and its waiting snapshot, from one lookup; a snapshot
+// given up long ago stays given up; a lane never seen is nullopt.
+TYPED_TEST(StoreConformanceTest, LoadLaneGivesTheLanesState) {
+  const LaneKey key = Key("s1", "main");
+  auto store = this->Open();
+  for (int turn = 0; turn < 20; ++turn) {
+    const std::string id = "r" + std::to_string(turn);
+    ASSERT_TRUE(store
+                    ->Write(TurnUnit(key, id, kT0 + turn * kSecond,
+                                     Classified(key, id, v1::VERDICT_OK)))
+                    .ok());
+  }
+  std::vector<StoreWrite> broken =
+      TurnUnit(key, "r20", kT0 + 20 * kSecond,
+               BreakWrite(FullBreak(key, "r19", "r20", kT0 + 20 * kSecond)));
+  std::get<UsageWrite>(broken[1]).normalized.set_cache_write_1h_tokens(2000);
+  ASSERT_TRUE(store->Write(std::move(broken)).ok());
+  ASSERT_TRUE(store
+                  ->Write({SnapshotWrite{
+                      key, std::make_shared<const v1::Snapshot>(FullSnapshot(
+                               key, "waiting", kT0 + 30 * kSecond))}})
+                  .ok());
+
+  const int64_t now = absl::ToUnixMicros(absl::Now());
+  LaneLookup lookup;
+  lookup.since_us = kT0 - 3600 * kSecond;
+  lookup.waiting_since_us = now - 600 * kSecond;
+  absl::StatusOr<std::optional<RestoredLane>> lane =
+      store->LoadLane(key, lookup);
+  ASSERT_TRUE(lane.ok()) << lane.status();
+  ASSERT_TRUE(lane->has_value());
+  const LaneState& state = (*lane)->state;
+  ASSERT_TRUE(state.last_turn.has_value());
+  EXPECT_EQ(state.last_turn->request_id, "r20");
+  ASSERT_NE(state.last_turn->snapshot, nullptr);
+  EXPECT_TRUE(ProtoEquals(FullSnapshot(key, "r20", kT0 + 20 * kSecond),
+                          *state.last_turn->snapshot));
+  EXPECT_EQ(state.observed_ttl_seconds, 3600u);
+  ASSERT_EQ(state.answered.size(), 16u);
+  EXPECT_EQ(state.answered.front().request_id, "r5");
+  EXPECT_EQ(state.answered.back().request_id, "r20");
+  EXPECT_EQ(state.answered.back().classification.verdict(), v1::VERDICT_BREAK);
+  EXPECT_TRUE(ProtoEquals(FullBreak(key, "r19", "r20", kT0 + 20 * kSecond),
+                          state.answered.back().classification.cache_break()));
+  EXPECT_EQ(state.answered.front().classification.expected_reuse_tokens(),
+            40000);
+  ASSERT_EQ(state.waiting.size(), 1u);
+  EXPECT_EQ(state.waiting[0].turn.request_id, "waiting");
+  EXPECT_NE(state.waiting[0].turn.snapshot, nullptr);
+  EXPECT_FALSE(state.waiting[0].turn.usage.has_value());
+  EXPECT_GE(state.waiting[0].received_us, now - 60 * kSecond);
+
+  // Received before the pending timeout: given up, not waiting.
+  lookup.waiting_since_us = now + kSecond;
+  lane = store->LoadLane(key, lookup);
+  ASSERT_TRUE(lane.ok() && lane->has_value());
+  EXPECT_TRUE((*lane)->state.waiting.empty());
+  // Retention bounds how far back.
+  lookup.since_us = kT0 + 3600 * kSecond;
+  lane = store->LoadLane(key, lookup);
+  ASSERT_TRUE(lane.ok());
+  EXPECT_FALSE(lane->has_value());
+  lane = store->LoadLane(Key("never-seen"), LaneLookup{});
+  ASSERT_TRUE(lane.ok());
+  EXPECT_FALSE(lane->has_value());
+}
+
+// The TTL shown by a turn older than the answers read is still found.
+TYPED_TEST(StoreConformanceTest, LoadLaneFindsAnOlderTtl) {
+  const LaneKey key = Key("s1", "main");
+  auto store = this->Open();
+  for (int turn = 0; turn < 20; ++turn) {
+    const std::string id = "r" + std::to_string(turn);
+    std::vector<StoreWrite> unit = TurnUnit(
+        key, id, kT0 + turn * kSecond, Classified(key, id, v1::VERDICT_OK));
+    if (turn == 0) {
+      std::get<UsageWrite>(unit[1]).normalized.set_cache_write_5m_tokens(2000);
+    }
+    ASSERT_TRUE(store->Write(std::move(unit)).ok());
+  }
+  LaneLookup lookup;
+  lookup.since_us = kT0 - kSecond;
+  absl::StatusOr<std::optional<RestoredLane>> lane =
+      store->LoadLane(key, lookup);
+  ASSERT_TRUE(lane.ok() && lane->has_value());
+  EXPECT_EQ((*lane)->state.observed_ttl_seconds, 300u);
+}
+
+TYPED_TEST(StoreConformanceTest,
+           LoadLaneGivesTheLanesLastClassifiedTurnWhateverItsAge) {
+  const LaneKey main = Key("s1", "main");
+  const LaneKey other = Key("s1", "other");
+  auto store = this->Open();
+  // A 1 h write long ago, a later classified turn, then one not classified
+  // yet; another lane newer than all of them.
+  std::vector<StoreWrite> r0 =
+      TurnUnit(main, "r0", kT0 - 7200 * kSecond,
+               Classified(main, "r0", v1::VERDICT_COLD_START));
+  std::get<UsageWrite>(r0[1]).normalized.set_cache_write_1h_tokens(2000);
+  ASSERT_TRUE(store->Write(std::move(r0)).ok());
+  ASSERT_TRUE(store
+                  ->Write(TurnUnit(main, "r1", kT0 - 3600 * kSecond,
+                                   Classified(main, "r1", v1::VERDICT_OK)))
+                  .ok());
+  std::vector<StoreWrite> r2 =
+      TurnUnit(main, "r2", kT0, Classified(main, "r2", v1::VERDICT_OK));
+  r2.pop_back();
+  ASSERT_TRUE(store->Write(std::move(r2)).ok());
+  ASSERT_TRUE(store
+                  ->Write(TurnUnit(other, "o0", kT0 + kSecond,
+                                   Classified(other, "o0", v1::VERDICT_OK)))
+                  .ok());
+
+  absl::StatusOr<std::optional<RestoredLane>> lane =
+      store->LoadLane(main, AnsweredOnly());
+  ASSERT_TRUE(lane.ok()) << lane.status();
+  ASSERT_TRUE(lane->has_value());
+  const RestoredLane& restored = **lane;
+  EXPECT_EQ(restored.key, main);
+  EXPECT_EQ(restored.state.last_turn->request_id, "r1");
+  EXPECT_EQ(restored.state.last_turn->request_time_us, kT0 - 3600 * kSecond);
+  ASSERT_NE(restored.state.last_turn->snapshot, nullptr);
+  EXPECT_TRUE(ProtoEquals(FullSnapshot(main, "r1", kT0 - 3600 * kSecond),
+                          *restored.state.last_turn->snapshot));
+  ASSERT_TRUE(restored.state.last_turn->usage.has_value());
+  EXPECT_EQ(restored.state.observed_ttl_seconds, 3600u);
+
+  // The same turn LoadRecentLanes gives for the lane.
+  absl::StatusOr<std::vector<RestoredLane>> recent =
+      store->LoadRecentLanes(kT0 - 4000 * kSecond);
+  ASSERT_TRUE(recent.ok()) << recent.status();
+  for (const RestoredLane& each : *recent) {
+    if (each.key == main) {
+      EXPECT_EQ(each.state.last_turn->request_id, "r1");
+    }
+  }
+}
+
+TYPED_TEST(StoreConformanceTest, LoadLaneOfALaneWithoutAClassifiedTurnIsEmpty) {
+  const LaneKey main = Key("s1", "main");
+  auto store = this->Open();
+  absl::StatusOr<std::optional<RestoredLane>> unknown =
+      store->LoadLane(Key("nobody", "main"), AnsweredOnly());
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_FALSE(unknown->has_value());
+
+  std::vector<StoreWrite> pending =
+      TurnUnit(main, "r0", kT0, Classified(main, "r0", v1::VERDICT_OK));
+  pending.pop_back();
+  ASSERT_TRUE(store->Write(std::move(pending)).ok());
+  absl::StatusOr<std::optional<RestoredLane>> unclassified =
+      store->LoadLane(main, AnsweredOnly());
+  ASSERT_TRUE(unclassified.ok()) << unclassified.status();
+  EXPECT_FALSE(unclassified->has_value());
+}
+
+TYPED_TEST(StoreConformanceTest, LoadLaneTreatsAnEmptyLaneAsMain) {
+  const LaneKey main = Key("s1", "main");
+  auto store = this->Open();
+  ASSERT_TRUE(store
+                  ->Write(TurnUnit(main, "r0", kT0,
+                                   Classified(main, "r0", v1::VERDICT_OK)))
+                  .ok());
+  absl::StatusOr<std::optional<RestoredLane>> lane =
+      store->LoadLane(Key("s1", ""), AnsweredOnly());
+  ASSERT_TRUE(lane.ok()) << lane.status();
+  ASSERT_TRUE(lane->has_value());
+  EXPECT_EQ((*lane)->state.last_turn->request_id, "r0");
+}
+
+// A usage retried after a crash that the daemon would classify again (its
+// ack lost, its commit not) must not turn a stored `ok` into a break, nor add
+// a break row beside it.
+TYPED_TEST(StoreConformanceTest, AStoredVerdictIsNeverRewritten) {
+  auto store = this->Open();
+  const LaneKey key = Key();
+  ASSERT_TRUE(store->Write({Classified(key, "r1", v1::VERDICT_OK)}).ok());
+  ASSERT_TRUE(store
+                  ->Write({BreakWrite(
+                      FullBreak(key, "r1", "r1", kT0, v1::REASON_UNKNOWN))})
+                  .ok());
+  absl::StatusOr<std::optional<v1::TurnClassification>> found =
+      store->FindClassification(key, "r1");
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->verdict(), v1::VERDICT_OK);
+  EXPECT_EQ(this->Count("prompt_cache_breaks"), 0);
+  // A pending turn still takes its final verdict, and its break.
+  ASSERT_TRUE(store->Write({Classified(key, "r2", v1::VERDICT_PENDING)}).ok());
+  ASSERT_TRUE(store->Write({BreakWrite(FullBreak(key, "r1", "r2", kT0))}).ok());
+  found = store->FindClassification(key, "r2");
+  ASSERT_TRUE(found.ok() && found->has_value());
+  EXPECT_EQ((*found)->verdict(), v1::VERDICT_BREAK);
+  EXPECT_EQ(this->Count("prompt_cache_breaks"), 1);
+}
+
+// The health probe answers OK on a store that can write, and writes
+// nothing.
+TYPED_TEST(StoreConformanceTest, ProbeWritableIsOkAndChangesNothing) {
+  auto store = this->Open();
+  WriteBrokenPair(*store, Key());
+  EXPECT_TRUE(store->ProbeWritable().ok());
+  EXPECT_TRUE(store->ProbeWritable().ok());
+  EXPECT_EQ(this->Count("turns"), 2);
+  EXPECT_EQ(this->Count("prompt_cache_breaks"), 1);
+  EXPECT_EQ(store->stats().commits, 2);
 }
 
 TYPED_TEST(StoreConformanceTest, DeleteOlderThanRemovesOnlyOldRows) {

@@ -3,6 +3,7 @@
 #include <google/protobuf/util/time_util.h>
 
 #include <algorithm>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -22,6 +23,11 @@ constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
 constexpr int kDefaultTimelineLimit = 200;
 constexpr int kMaxTimelineLimit = 5000;
+// The most a ListBreaks or timeline reply carries, in bytes of its rows:
+// below gRPC's default 4 MiB client receive limit, with room to spare.
+constexpr size_t kMaxReplyBytes = 3 * 1024 * 1024;
+// A TurnSummary's bytes besides its request id, model and break id, at most.
+constexpr size_t kTurnSummaryFixedBytes = 160;
 
 // The columns a Turn and its snapshot are rebuilt from, in TurnColumn order.
 #define CACHEWATCH_TURN_COLUMNS                                             \
@@ -126,18 +132,54 @@ FROM (
   FROM recent) AS r
 WHERE recency = 1)sql";
 
-// One lane's last classified turn (turns_by_lane_time, read backwards from
-// the lane's newest turn) and the TTL its most recent classified turn with a
-// 5 m / 1 h write split showed, as in kSelectRecentLanes.
-constexpr const char* kSelectLane =
-    "SELECT " CACHEWATCH_TURN_COLUMNS ", " CACHEWATCH_OBSERVED_TTL R"sql(
-FROM turns AS r
-WHERE agent = :agent AND session_id = :session_id AND lane = :lane
+// One lane's newest turns within retention, newest first: the classified
+// ones and those waiting for a pair received since :waiting_since_us (the
+// snapshots given up before are left out), each with its classification.
+// One range of turns_by_lane_time read backwards; a lane with no turns costs
+// one index seek.
+constexpr const char* kSelectLane = "SELECT " CACHEWATCH_TURN_COLUMNS R"sql(,
+  verdict, expected_reuse_tokens, missed_tokens, received_at_us,
+  (SELECT b.event FROM prompt_cache_breaks AS b WHERE b.break_id = t.break_id)
+FROM (
+  SELECT )sql" CACHEWATCH_TURN_COLUMNS R"sql(, verdict, expected_reuse_tokens,
+    missed_tokens, received_at_us, break_id
+  FROM turns
+  WHERE agent = :agent AND session_id = :session_id AND lane = :lane
+    AND request_time_us >= :since_us
+    AND ((verdict IS NOT NULL AND verdict <> 'pending')
+         OR received_at_us >= :waiting_since_us)
+  ORDER BY request_time_us DESC
+  LIMIT :limit) AS t)sql";
+
+// The TTL a lane's most recent classified turn with a 5 m / 1 h write split
+// showed, among its last :limit turns (LoadLane's fallback when none of the
+// turns it read showed one).
+constexpr const char* kSelectLaneTtl = R"sql(
+SELECT CASE WHEN cache_write_1h_tokens > 0 THEN 3600 ELSE 300 END
+FROM (
+  SELECT cache_write_1h_tokens, cache_write_5m_tokens, verdict FROM turns
+  WHERE agent = :agent AND session_id = :session_id AND lane = :lane
+    AND request_time_us >= :since_us
+  ORDER BY request_time_us DESC
+  LIMIT :limit)
+WHERE (cache_write_1h_tokens > 0 OR cache_write_5m_tokens > 0)
   AND verdict IS NOT NULL AND verdict <> 'pending'
-ORDER BY request_time_us DESC, request_id DESC
 LIMIT 1)sql";
 
+// Turns LoadLane's TTL fallback looks back over.
+constexpr int kLaneTtlLookback = 1000;
+
 #undef CACHEWATCH_OBSERVED_TTL
+
+// kSelectLane's columns after the turn columns.
+enum LaneRowColumn {
+  kLaneVerdict = kTurnColumnCount,
+  kLaneExpectedReuseTokens,
+  kLaneMissedTokens,
+  kLaneReceivedAtUs,
+  kLaneBreakEvent,
+};
+
 #undef CACHEWATCH_TURN_COLUMNS
 
 // ListBreaks filters, as bits of the statement cache key.
@@ -336,6 +378,7 @@ absl::Status ReadConnection::PrepareStatements() {
       {kSelectClassification, &select_classification_},
       {kSelectRecentLanes, &select_recent_lanes_},
       {kSelectLane, &select_lane_},
+      {kSelectLaneTtl, &select_lane_ttl_},
   };
   for (const auto& [sql, statement] : statements) {
     CACHEWATCH_ASSIGN_OR_RETURN(Statement prepared, db_.Prepare(sql));
@@ -404,10 +447,15 @@ absl::StatusOr<v1::ListBreaksResponse> ReadConnection::ListBreaks(
 
   v1::ListBreaksResponse response;
   PagePosition last;
+  size_t reply_bytes = 0;
   while (true) {
     CACHEWATCH_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
-    if (response.breaks_size() == page_size) {
+    // A page ends at page_size breaks or before kMaxReplyBytes (but holds
+    // at least one break).
+    reply_bytes += s.Blob(2).size();
+    if (response.breaks_size() == page_size ||
+        (response.breaks_size() > 0 && reply_bytes > kMaxReplyBytes)) {
       response.set_next_page_token(EncodePageToken(last));
       break;
     }
@@ -526,9 +574,14 @@ absl::StatusOr<v1::GetLaneTimelineResponse> ReadConnection::LaneTimeline(
   BindKey(s, key);
   s.BindInt(":limit", limit);
   v1::GetLaneTimelineResponse response;
+  size_t reply_bytes = 0;
   while (true) {
     CACHEWATCH_ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
+    // The most recent turns that fit in kMaxReplyBytes.
+    reply_bytes += s.Text(0).size() + s.Text(3).size() + s.Text(15).size() +
+                   kTurnSummaryFixedBytes;
+    if (reply_bytes > kMaxReplyBytes) break;
     v1::TurnSummary& turn = *response.add_turns();
     turn.set_request_id(std::string(s.Text(0)));
     if (!s.IsNull(1)) {
@@ -602,8 +655,9 @@ absl::StatusOr<RestoredLane> ReadConnection::RestoredLaneOf(
   RestoredLane lane;
   lane.key = {std::string(row.Text(kAgent)), std::string(row.Text(kSessionId)),
               std::string(row.Text(kLane))};
-  lane.last_turn = std::move(turn);
-  lane.observed_ttl_seconds = static_cast<uint32_t>(row.Int(kTurnColumnCount));
+  lane.state.last_turn = std::move(turn);
+  lane.state.observed_ttl_seconds =
+      static_cast<uint32_t>(row.Int(kTurnColumnCount));
   return lane;
 }
 
@@ -627,17 +681,109 @@ absl::StatusOr<std::vector<RestoredLane>> ReadConnection::LoadRecentLanes(
 }
 
 absl::StatusOr<std::optional<RestoredLane>> ReadConnection::LoadLane(
-    const LaneKey& key) {
-  Transaction transaction(db_);  // Tool lists as of the turn read.
+    const LaneKey& key, const LaneLookup& lookup) {
+  Transaction transaction(db_);  // Tool lists as of the turns read.
   CACHEWATCH_RETURN_IF_ERROR(transaction.Begin("BEGIN"));
   ToolListCache tools(select_tool_entries_);
   Statement& s = select_lane_;
   StatementReset reset(s);
   BindKey(s, key);
-  std::optional<RestoredLane> lane;
-  CACHEWATCH_ASSIGN_OR_RETURN(const bool row, s.Step());
-  if (row) {
-    CACHEWATCH_ASSIGN_OR_RETURN(lane, RestoredLaneOf(s, tools));
+  s.BindInt(":since_us", lookup.since_us);
+  s.BindInt(":waiting_since_us", lookup.waiting_since_us);
+  s.BindInt(":limit", static_cast<int64_t>(lookup.answered + lookup.waiting));
+  RestoredLane lane;
+  lane.key = key;
+  LaneState& state = lane.state;
+  bool any = false;
+  bool ttl_known = false;
+  // The baseline has no snapshot of its own and takes an older turn's.
+  bool inherit_snapshot = false;
+  // Newest first; the baseline is the newest by (request time, request id).
+  while (true) {
+    absl::StatusOr<bool> row = s.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    any = true;
+    const bool classified =
+        !s.IsNull(kLaneVerdict) && s.Text(kLaneVerdict) != "pending";
+    if (!classified) {
+      if (state.waiting.size() >= lookup.waiting) continue;
+      absl::StatusOr<std::shared_ptr<const v1::Snapshot>> snapshot =
+          SnapshotOf(s, tools);
+      if (!snapshot.ok()) return snapshot.status();
+      absl::StatusOr<Turn> turn = TurnOf(s, *std::move(snapshot));
+      if (!turn.ok()) return turn.status();
+      state.waiting.push_back({*std::move(turn), s.Int(kLaneReceivedAtUs)});
+      continue;
+    }
+    // Older turns are neither remembered nor waiting (a turn waits only
+    // behind an unclassified one): the read stops here.
+    if (state.answered.size() >= lookup.answered) break;
+    if (!ttl_known &&
+        (s.Int(kCacheWrite1hTokens) > 0 || s.Int(kCacheWrite5mTokens) > 0)) {
+      state.observed_ttl_seconds = s.Int(kCacheWrite1hTokens) > 0 ? 3600 : 300;
+      ttl_known = true;
+    }
+    AnsweredTurn& answered = state.answered.emplace_back();
+    answered.request_id = std::string(s.Text(kRequestId));
+    absl::StatusOr<v1::Verdict> verdict =
+        EnumColumn<v1::Verdict>(s, kLaneVerdict, "verdict");
+    if (!verdict.ok()) return verdict.status();
+    v1::TurnClassification& classification = answered.classification;
+    classification.set_verdict(*verdict);
+    classification.set_expected_reuse_tokens(s.Int(kLaneExpectedReuseTokens));
+    classification.set_missed_tokens(s.Int(kLaneMissedTokens));
+    if (*verdict == v1::VERDICT_EXPECTED_DROP) {
+      absl::StatusOr<v1::ExpectedDrop> hint =
+          EnumColumn<v1::ExpectedDrop>(s, kExpectedDrop, "expected_drop");
+      if (!hint.ok()) return hint.status();
+      classification.set_expected_drop(*hint);
+    }
+    if (*verdict == v1::VERDICT_BREAK && !s.IsNull(kLaneBreakEvent)) {
+      CACHEWATCH_RETURN_IF_ERROR(ParseEvent(
+          s.Blob(kLaneBreakEvent), classification.mutable_cache_break()));
+    }
+    const int64_t time_us = s.Int(kRequestTimeUs);
+    if (!state.last_turn.has_value() ||
+        std::pair(time_us, std::string_view(answered.request_id)) >
+            std::pair(state.last_turn->request_time_us,
+                      std::string_view(state.last_turn->request_id))) {
+      absl::StatusOr<std::shared_ptr<const v1::Snapshot>> snapshot =
+          SnapshotOf(s, tools);
+      if (!snapshot.ok()) return snapshot.status();
+      absl::StatusOr<Turn> turn = TurnOf(s, *std::move(snapshot));
+      if (!turn.ok()) return turn.status();
+      state.last_turn = *std::move(turn);
+      inherit_snapshot =
+          state.last_turn->snapshot == nullptr && *verdict != v1::VERDICT_BREAK;
+    } else if (inherit_snapshot) {
+      // The tracker measures the turn after a snapshot-less turn that was no
+      // break against the last snapshot its lane saw: so does the baseline.
+      if (s.Int(kSnapshotReceived) != 0) {
+        absl::StatusOr<std::shared_ptr<const v1::Snapshot>> snapshot =
+            SnapshotOf(s, tools);
+        if (!snapshot.ok()) return snapshot.status();
+        state.last_turn->snapshot = *std::move(snapshot);
+        inherit_snapshot = false;
+      } else if (*verdict == v1::VERDICT_BREAK) {
+        inherit_snapshot = false;
+      }
+    }
+  }
+  if (!any) {
+    CACHEWATCH_RETURN_IF_ERROR(transaction.Commit());
+    return std::nullopt;
+  }
+  std::reverse(state.answered.begin(), state.answered.end());
+  if (!ttl_known && state.last_turn.has_value()) {
+    Statement& ttl = select_lane_ttl_;
+    StatementReset ttl_reset(ttl);
+    BindKey(ttl, key);
+    ttl.BindInt(":since_us", lookup.since_us);
+    ttl.BindInt(":limit", kLaneTtlLookback);
+    absl::StatusOr<bool> row = ttl.Step();
+    if (!row.ok()) return row.status();
+    if (*row) state.observed_ttl_seconds = static_cast<uint32_t>(ttl.Int(0));
   }
   CACHEWATCH_RETURN_IF_ERROR(transaction.Commit());
   return lane;

@@ -42,7 +42,8 @@ class ReadConnection {
   absl::StatusOr<std::optional<v1::TurnClassification>> FindClassification(
       const LaneKey& key, const std::string& request_id);
   absl::StatusOr<std::vector<RestoredLane>> LoadRecentLanes(int64_t since_us);
-  absl::StatusOr<std::optional<RestoredLane>> LoadLane(const LaneKey& key);
+  absl::StatusOr<std::optional<RestoredLane>> LoadLane(
+      const LaneKey& key, const LaneLookup& lookup);
 
  private:
   class ToolListCache;
@@ -73,6 +74,7 @@ class ReadConnection {
   Statement select_classification_;
   Statement select_recent_lanes_;
   Statement select_lane_;
+  Statement select_lane_ttl_;
   std::map<unsigned, Statement> list_breaks_;
 };
 

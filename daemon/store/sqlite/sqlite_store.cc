@@ -43,6 +43,12 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
   }
   CACHEWATCH_ASSIGN_OR_RETURN(std::unique_ptr<ReadConnection> reader,
                               ReadConnection::Open(options.path));
+  std::vector<std::unique_ptr<ReadConnection>> lookups;
+  for (int i = 0; i < std::max(1, options.lookup_connections); ++i) {
+    CACHEWATCH_ASSIGN_OR_RETURN(std::unique_ptr<ReadConnection> lookup,
+                                ReadConnection::Open(options.path));
+    lookups.push_back(std::move(lookup));
+  }
   CACHEWATCH_ASSIGN_OR_RETURN(
       std::unique_ptr<Checkpointer> checkpointer,
       Checkpointer::Open(options.path, kCheckpointPages));
@@ -51,18 +57,39 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
         checkpointer->WalGrew(wal_pages);
       },
       kCommitCheckpointPages);
-  return std::unique_ptr<SqliteStore>(new SqliteStore(
-      options, std::move(writer), std::move(reader), std::move(checkpointer)));
+  return std::unique_ptr<SqliteStore>(
+      new SqliteStore(options, std::move(writer), std::move(reader),
+                      std::move(lookups), std::move(checkpointer)));
 }
 
 SqliteStore::SqliteStore(const StoreOptions& options,
                          std::unique_ptr<WriteConnection> writer,
                          std::unique_ptr<ReadConnection> reader,
+                         std::vector<std::unique_ptr<ReadConnection>> lookups,
                          std::unique_ptr<Checkpointer> checkpointer)
     : options_(options),
       writer_(std::move(writer)),
       reader_(std::move(reader)),
-      checkpointer_(std::move(checkpointer)) {}
+      checkpointer_(std::move(checkpointer)) {
+  for (std::unique_ptr<ReadConnection>& reader : lookups) {
+    auto lookup = std::make_unique<Lookup>();
+    lookup->reader = std::move(reader);
+    lookups_.push_back(std::move(lookup));
+  }
+}
+
+template <typename Query>
+auto SqliteStore::WithLookup(const Query& query) {
+  const size_t start = next_lookup_.fetch_add(1, std::memory_order_relaxed);
+  for (size_t i = 0; i < lookups_.size(); ++i) {
+    Lookup& lookup = *lookups_[(start + i) % lookups_.size()];
+    std::unique_lock<std::mutex> lock(lookup.mu, std::try_to_lock);
+    if (lock.owns_lock()) return query(*lookup.reader);
+  }
+  Lookup& lookup = *lookups_[start % lookups_.size()];
+  std::lock_guard<std::mutex> lock(lookup.mu);
+  return query(*lookup.reader);
+}
 
 SqliteStore::~SqliteStore() {
   std::lock_guard<std::mutex> lock(queue_mu_);
@@ -185,20 +212,21 @@ absl::StatusOr<v1::GetLaneTimelineResponse> SqliteStore::LaneTimeline(
 absl::StatusOr<std::optional<v1::TurnClassification>>
 SqliteStore::FindClassification(const LaneKey& key,
                                 const std::string& request_id) {
-  std::lock_guard<std::mutex> lock(reader_mu_);
-  return reader_->FindClassification(key, request_id);
+  return WithLookup([&](ReadConnection& reader) {
+    return reader.FindClassification(key, request_id);
+  });
+}
+
+absl::StatusOr<std::optional<RestoredLane>> SqliteStore::LoadLane(
+    const LaneKey& key, const LaneLookup& lookup) {
+  return WithLookup(
+      [&](ReadConnection& reader) { return reader.LoadLane(key, lookup); });
 }
 
 absl::StatusOr<std::vector<RestoredLane>> SqliteStore::LoadRecentLanes(
     int64_t since_us) {
   std::lock_guard<std::mutex> lock(reader_mu_);
   return reader_->LoadRecentLanes(since_us);
-}
-
-absl::StatusOr<std::optional<RestoredLane>> SqliteStore::LoadLane(
-    const LaneKey& key) {
-  std::lock_guard<std::mutex> lock(reader_mu_);
-  return reader_->LoadLane(key);
 }
 
 absl::StatusOr<int64_t> SqliteStore::DeleteOlderThan(int64_t cutoff_us) {
@@ -232,6 +260,12 @@ StoreStats SqliteStore::stats() const {
   stats.queued_records = queued_records_;
   stats.checkpoints = checkpointer_->stats().checkpoints;
   return stats;
+}
+
+absl::Status SqliteStore::ProbeWritable() {
+  constexpr int64_t kHeadroomBytes = 64 * 1024;
+  std::lock_guard<std::mutex> lock(writer_mu_);
+  return writer_->ProbeWritable(options_.path, kHeadroomBytes);
 }
 
 absl::Status SqliteStore::SetMaxPageCountForTesting(int64_t pages) {

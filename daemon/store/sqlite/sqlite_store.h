@@ -21,6 +21,7 @@
 #ifndef CACHEWATCH_DAEMON_STORE_SQLITE_SQLITE_STORE_H_
 #define CACHEWATCH_DAEMON_STORE_SQLITE_SQLITE_STORE_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -62,6 +63,9 @@ struct StoreOptions {
   // Records waiting for a commit; beyond this Write() answers
   // ResourceExhausted at once. Default 100,000.
   size_t max_queued_records = 100000;
+  // Connections for the ingest path's lane lookups (see LoadLane), each
+  // running one lookup at a time. Default 4.
+  int lookup_connections = 4;
   // synchronous=FULL (a commit survives power loss) instead of NORMAL (it
   // survives a process crash). Default false.
   bool synchronous_full = false;
@@ -110,13 +114,20 @@ class SqliteStore final : public RecordStore, public BreakQueries {
       const LaneKey& key, const std::string& request_id) override;
   absl::StatusOr<std::vector<RestoredLane>> LoadRecentLanes(
       int64_t since_us) override;
+  // Reads the lane's newest rows through turns_by_lane_time on one of the
+  // lookup connections (lookup_connections); a second read, of at most 1000
+  // rows, only when none of them showed a TTL.
   absl::StatusOr<std::optional<RestoredLane>> LoadLane(
-      const LaneKey& key) override;
+      const LaneKey& key, const LaneLookup& lookup) override;
 
   // Deletes in transactions of at most 1000 rows of each kind, letting
   // queued writes commit in between; the rows counted are turns, breaks and
   // the tool lists no turn references any more.
   absl::StatusOr<int64_t> DeleteOlderThan(int64_t cutoff_us) override;
+
+  // OK, or Unavailable naming why not: the size cap or the file system
+  // within 64 KiB of full, the database read-only or failing.
+  absl::Status ProbeWritable() override;
 
   size_t queued_records() const override;
   StoreStats stats() const override;
@@ -133,6 +144,7 @@ class SqliteStore final : public RecordStore, public BreakQueries {
   SqliteStore(const StoreOptions& options,
               std::unique_ptr<WriteConnection> writer,
               std::unique_ptr<ReadConnection> reader,
+              std::vector<std::unique_ptr<ReadConnection>> lookups,
               std::unique_ptr<Checkpointer> checkpointer);
 
   // Called by the leader (the write at the queue's front, no commit in
@@ -168,6 +180,19 @@ class SqliteStore final : public RecordStore, public BreakQueries {
 
   std::mutex reader_mu_;
   const std::unique_ptr<ReadConnection> reader_;  // Used under reader_mu_.
+
+  // The ingest path's lookups (LoadLane, FindClassification) run on
+  // connections of their own, so that they neither wait behind a long query
+  // nor, up to their number, behind each other.
+  struct Lookup {
+    std::mutex mu;
+    std::unique_ptr<ReadConnection> reader;  // Used under mu.
+  };
+  // Runs `query` on a free lookup connection (waiting for one when none is).
+  template <typename Query>
+  auto WithLookup(const Query& query);
+  std::vector<std::unique_ptr<Lookup>> lookups_;
+  std::atomic<size_t> next_lookup_{0};
 
   // Thread-safe. Declared last, so stopped before the connections close.
   const std::unique_ptr<Checkpointer> checkpointer_;

@@ -1,11 +1,14 @@
 // SqliteStore queries: ListBreaks filters and paging, lane timelines, stored
 // classifications, lane state after a restart, and retention. Every test
 // uses a real SQLite file in a fresh directory.
+#include <limits>
 #include <set>
 #include <tuple>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "daemon/store/sqlite/store_test_util.h"
 
 namespace cachewatch::testing {
@@ -231,6 +234,103 @@ TEST_F(StoreTest, FindClassificationAnswersRetriesFromTheStore) {
   }
 }
 
+// A lookup of every classified turn ever stored, and of no waiting one.
+LaneLookup AnsweredOnly() {
+  LaneLookup lookup;
+  lookup.since_us = 0;
+  lookup.waiting_since_us = std::numeric_limits<int64_t>::max();
+  return lookup;
+}
+
+// A lane the tracker forgot: its baseline, its newest answers (a break's
+// event included) and its waiting snapshot, from one lookup; a snapshot
+// given up long ago stays given up; a lane never seen is nullopt.
+TEST_F(StoreTest, LoadLaneGivesTheLanesState) {
+  const LaneKey key = Key("s1", "main");
+  std::unique_ptr<SqliteStore> store = OpenStore();
+  for (int turn = 0; turn < 20; ++turn) {
+    const std::string id = "r" + std::to_string(turn);
+    ASSERT_TRUE(store
+                    ->Write(TurnUnit(key, id, kT0 + turn * kSecond,
+                                     Classified(key, id, v1::VERDICT_OK)))
+                    .ok());
+  }
+  std::vector<StoreWrite> broken =
+      TurnUnit(key, "r20", kT0 + 20 * kSecond,
+               BreakWrite(FullBreak(key, "r19", "r20", kT0 + 20 * kSecond)));
+  std::get<UsageWrite>(broken[1]).normalized.set_cache_write_1h_tokens(2000);
+  ASSERT_TRUE(store->Write(std::move(broken)).ok());
+  ASSERT_TRUE(store
+                  ->Write({SnapshotWrite{
+                      key, std::make_shared<const v1::Snapshot>(FullSnapshot(
+                               key, "waiting", kT0 + 30 * kSecond))}})
+                  .ok());
+
+  const int64_t now = absl::ToUnixMicros(absl::Now());
+  LaneLookup lookup;
+  lookup.since_us = kT0 - 3600 * kSecond;
+  lookup.waiting_since_us = now - 600 * kSecond;
+  absl::StatusOr<std::optional<RestoredLane>> lane =
+      store->LoadLane(key, lookup);
+  ASSERT_TRUE(lane.ok()) << lane.status();
+  ASSERT_TRUE(lane->has_value());
+  const LaneState& state = (*lane)->state;
+  ASSERT_TRUE(state.last_turn.has_value());
+  EXPECT_EQ(state.last_turn->request_id, "r20");
+  ASSERT_NE(state.last_turn->snapshot, nullptr);
+  EXPECT_TRUE(ProtoEquals(FullSnapshot(key, "r20", kT0 + 20 * kSecond),
+                          *state.last_turn->snapshot));
+  EXPECT_EQ(state.observed_ttl_seconds, 3600u);
+  ASSERT_EQ(state.answered.size(), 16u);
+  EXPECT_EQ(state.answered.front().request_id, "r5");
+  EXPECT_EQ(state.answered.back().request_id, "r20");
+  EXPECT_EQ(state.answered.back().classification.verdict(), v1::VERDICT_BREAK);
+  EXPECT_TRUE(ProtoEquals(FullBreak(key, "r19", "r20", kT0 + 20 * kSecond),
+                          state.answered.back().classification.cache_break()));
+  EXPECT_EQ(state.answered.front().classification.expected_reuse_tokens(),
+            40000);
+  ASSERT_EQ(state.waiting.size(), 1u);
+  EXPECT_EQ(state.waiting[0].turn.request_id, "waiting");
+  EXPECT_NE(state.waiting[0].turn.snapshot, nullptr);
+  EXPECT_FALSE(state.waiting[0].turn.usage.has_value());
+  EXPECT_GE(state.waiting[0].received_us, now - 60 * kSecond);
+
+  // Received before the pending timeout: given up, not waiting.
+  lookup.waiting_since_us = now + kSecond;
+  lane = store->LoadLane(key, lookup);
+  ASSERT_TRUE(lane.ok() && lane->has_value());
+  EXPECT_TRUE((*lane)->state.waiting.empty());
+  // Retention bounds how far back.
+  lookup.since_us = kT0 + 3600 * kSecond;
+  lane = store->LoadLane(key, lookup);
+  ASSERT_TRUE(lane.ok());
+  EXPECT_FALSE(lane->has_value());
+  lane = store->LoadLane(Key("never-seen"), LaneLookup{});
+  ASSERT_TRUE(lane.ok());
+  EXPECT_FALSE(lane->has_value());
+}
+
+// The TTL shown by a turn older than the answers read is still found.
+TEST_F(StoreTest, LoadLaneFindsAnOlderTtl) {
+  const LaneKey key = Key("s1", "main");
+  std::unique_ptr<SqliteStore> store = OpenStore();
+  for (int turn = 0; turn < 20; ++turn) {
+    const std::string id = "r" + std::to_string(turn);
+    std::vector<StoreWrite> unit = TurnUnit(
+        key, id, kT0 + turn * kSecond, Classified(key, id, v1::VERDICT_OK));
+    if (turn == 0) {
+      std::get<UsageWrite>(unit[1]).normalized.set_cache_write_5m_tokens(2000);
+    }
+    ASSERT_TRUE(store->Write(std::move(unit)).ok());
+  }
+  LaneLookup lookup;
+  lookup.since_us = kT0 - kSecond;
+  absl::StatusOr<std::optional<RestoredLane>> lane =
+      store->LoadLane(key, lookup);
+  ASSERT_TRUE(lane.ok() && lane->has_value());
+  EXPECT_EQ((*lane)->state.observed_ttl_seconds, 300u);
+}
+
 TEST_F(StoreTest, LoadRecentLanesAfterRestart) {
   const LaneKey main = Key("s1", "main");
   const LaneKey sub = Key("s1", "sub");
@@ -278,7 +378,7 @@ TEST_F(StoreTest, LoadRecentLanesAfterRestart) {
   ASSERT_EQ(restored_main.key, main);
   ASSERT_EQ(restored_sub.key, sub);
 
-  const Turn& turn = restored_main.last_turn;
+  const Turn& turn = *restored_main.state.last_turn;
   EXPECT_EQ(turn.request_id, "r1");
   ASSERT_NE(turn.snapshot, nullptr);
   EXPECT_TRUE(ProtoEquals(FullSnapshot(main, "r1", kT0 + 10 * kSecond),
@@ -291,11 +391,11 @@ TEST_F(StoreTest, LoadRecentLanesAfterRestart) {
   EXPECT_EQ(turn.provider, v1::PROVIDER_ANTHROPIC);
   EXPECT_EQ(turn.model, "claude-sonnet-4-5");
   EXPECT_EQ(turn.request_time_us, kT0 + 10 * kSecond);
-  EXPECT_EQ(restored_main.observed_ttl_seconds, 3600u);
+  EXPECT_EQ(restored_main.state.observed_ttl_seconds, 3600u);
 
-  EXPECT_EQ(restored_sub.last_turn.request_id, "s0");
-  EXPECT_FALSE(restored_sub.last_turn.provider_diagnostics.has_value());
-  EXPECT_EQ(restored_sub.observed_ttl_seconds, 300u);
+  EXPECT_EQ(restored_sub.state.last_turn->request_id, "s0");
+  EXPECT_FALSE(restored_sub.state.last_turn->provider_diagnostics.has_value());
+  EXPECT_EQ(restored_sub.state.observed_ttl_seconds, 300u);
 }
 
 TEST_F(StoreTest, LoadLaneGivesTheLanesLastClassifiedTurnWhateverItsAge) {
@@ -322,18 +422,19 @@ TEST_F(StoreTest, LoadLaneGivesTheLanesLastClassifiedTurnWhateverItsAge) {
                                    Classified(other, "o0", v1::VERDICT_OK)))
                   .ok());
 
-  absl::StatusOr<std::optional<RestoredLane>> lane = store->LoadLane(main);
+  absl::StatusOr<std::optional<RestoredLane>> lane =
+      store->LoadLane(main, AnsweredOnly());
   ASSERT_TRUE(lane.ok()) << lane.status();
   ASSERT_TRUE(lane->has_value());
   const RestoredLane& restored = **lane;
   EXPECT_EQ(restored.key, main);
-  EXPECT_EQ(restored.last_turn.request_id, "r1");
-  EXPECT_EQ(restored.last_turn.request_time_us, kT0 - 3600 * kSecond);
-  ASSERT_NE(restored.last_turn.snapshot, nullptr);
+  EXPECT_EQ(restored.state.last_turn->request_id, "r1");
+  EXPECT_EQ(restored.state.last_turn->request_time_us, kT0 - 3600 * kSecond);
+  ASSERT_NE(restored.state.last_turn->snapshot, nullptr);
   EXPECT_TRUE(ProtoEquals(FullSnapshot(main, "r1", kT0 - 3600 * kSecond),
-                          *restored.last_turn.snapshot));
-  ASSERT_TRUE(restored.last_turn.usage.has_value());
-  EXPECT_EQ(restored.observed_ttl_seconds, 3600u);
+                          *restored.state.last_turn->snapshot));
+  ASSERT_TRUE(restored.state.last_turn->usage.has_value());
+  EXPECT_EQ(restored.state.observed_ttl_seconds, 3600u);
 
   // The same turn LoadRecentLanes gives for the lane.
   absl::StatusOr<std::vector<RestoredLane>> recent =
@@ -341,7 +442,7 @@ TEST_F(StoreTest, LoadLaneGivesTheLanesLastClassifiedTurnWhateverItsAge) {
   ASSERT_TRUE(recent.ok()) << recent.status();
   for (const RestoredLane& each : *recent) {
     if (each.key == main) {
-      EXPECT_EQ(each.last_turn.request_id, "r1");
+      EXPECT_EQ(each.state.last_turn->request_id, "r1");
     }
   }
 }
@@ -350,7 +451,7 @@ TEST_F(StoreTest, LoadLaneOfALaneWithoutAClassifiedTurnIsEmpty) {
   const LaneKey main = Key("s1", "main");
   std::unique_ptr<SqliteStore> store = OpenStore();
   absl::StatusOr<std::optional<RestoredLane>> unknown =
-      store->LoadLane(Key("nobody", "main"));
+      store->LoadLane(Key("nobody", "main"), AnsweredOnly());
   ASSERT_TRUE(unknown.ok()) << unknown.status();
   EXPECT_FALSE(unknown->has_value());
 
@@ -359,7 +460,7 @@ TEST_F(StoreTest, LoadLaneOfALaneWithoutAClassifiedTurnIsEmpty) {
   pending.pop_back();
   ASSERT_TRUE(store->Write(std::move(pending)).ok());
   absl::StatusOr<std::optional<RestoredLane>> unclassified =
-      store->LoadLane(main);
+      store->LoadLane(main, AnsweredOnly());
   ASSERT_TRUE(unclassified.ok()) << unclassified.status();
   EXPECT_FALSE(unclassified->has_value());
 }
@@ -372,10 +473,10 @@ TEST_F(StoreTest, LoadLaneTreatsAnEmptyLaneAsMain) {
                                    Classified(main, "r0", v1::VERDICT_OK)))
                   .ok());
   absl::StatusOr<std::optional<RestoredLane>> lane =
-      store->LoadLane(Key("s1", ""));
+      store->LoadLane(Key("s1", ""), AnsweredOnly());
   ASSERT_TRUE(lane.ok()) << lane.status();
   ASSERT_TRUE(lane->has_value());
-  EXPECT_EQ((*lane)->last_turn.request_id, "r0");
+  EXPECT_EQ((*lane)->state.last_turn->request_id, "r0");
 }
 
 TEST_F(StoreTest, DeleteOlderThanRemovesOnlyOldRows) {

@@ -167,6 +167,32 @@ TEST_F(StoreTest, PendingVerdictNeverReplacesAFinalOne) {
   EXPECT_EQ((*found)->verdict(), v1::VERDICT_OK);
 }
 
+// A usage retried after a crash that the daemon would classify again (its
+// ack lost, its commit not) must not turn a stored `ok` into a break, nor add
+// a break row beside it.
+TEST_F(StoreTest, AStoredVerdictIsNeverRewritten) {
+  std::unique_ptr<SqliteStore> store = OpenStore();
+  const LaneKey key = Key();
+  ASSERT_TRUE(store->Write({Classified(key, "r1", v1::VERDICT_OK)}).ok());
+  ASSERT_TRUE(store
+                  ->Write({BreakWrite(
+                      FullBreak(key, "r1", "r1", kT0, v1::REASON_UNKNOWN))})
+                  .ok());
+  absl::StatusOr<std::optional<v1::TurnClassification>> found =
+      store->FindClassification(key, "r1");
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->verdict(), v1::VERDICT_OK);
+  EXPECT_EQ(CountRows("prompt_cache_breaks"), 0);
+  // A pending turn still takes its final verdict, and its break.
+  ASSERT_TRUE(store->Write({Classified(key, "r2", v1::VERDICT_PENDING)}).ok());
+  ASSERT_TRUE(store->Write({BreakWrite(FullBreak(key, "r1", "r2", kT0))}).ok());
+  found = store->FindClassification(key, "r2");
+  ASSERT_TRUE(found.ok() && found->has_value());
+  EXPECT_EQ((*found)->verdict(), v1::VERDICT_BREAK);
+  EXPECT_EQ(CountRows("prompt_cache_breaks"), 1);
+}
+
 TEST_F(StoreTest, IdenticalToolListsAreStoredOnce) {
   std::unique_ptr<SqliteStore> store = OpenStore();
   const LaneKey key = Key();

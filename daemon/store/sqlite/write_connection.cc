@@ -1,6 +1,7 @@
 #include "daemon/store/sqlite/write_connection.h"
 
 #include <google/protobuf/util/time_util.h>
+#include <sys/statvfs.h>
 
 #include <utility>
 #include <variant>
@@ -238,7 +239,6 @@ absl::Status WriteConnection::Apply(const ClassificationWrite& write,
   const v1::TurnClassification& classification = write.classification;
   const bool is_break = classification.verdict() == v1::VERDICT_BREAK;
   const v1::PromptCacheBreak& event = classification.cache_break();
-  if (is_break) CACHEWATCH_RETURN_IF_ERROR(InsertBreak(write.key, event));
 
   Statement& s = upsert_classification_;
   StatementReset reset(s);
@@ -257,7 +257,11 @@ absl::Status WriteConnection::Apply(const ClassificationWrite& write,
   s.BindInt(":expected_reuse_tokens", classification.expected_reuse_tokens());
   s.BindInt(":missed_tokens", classification.missed_tokens());
   s.BindInt(":received_at_us", now_us);
-  return s.Run();
+  CACHEWATCH_RETURN_IF_ERROR(s.Run());
+  // The break of a turn that already had its verdict is not this turn's:
+  // the stored verdict stands, and no break row is added beside it.
+  if (!is_break || db_.Changes() == 0) return absl::OkStatus();
+  return InsertBreak(write.key, event);
 }
 
 absl::Status WriteConnection::InsertBreak(const LaneKey& key,
@@ -346,6 +350,46 @@ absl::Status WriteConnection::SetMaxPageCount(int64_t pages) {
       Statement pragma,
       db_.Prepare(absl::StrCat("PRAGMA max_page_count = ", pages)));
   return pragma.Run();
+}
+
+absl::Status WriteConnection::ProbeWritable(const std::string& path,
+                                            int64_t headroom_bytes) {
+  int64_t pragma[3];  // page_count, max_page_count, freelist_count
+  const char* names[] = {"page_count", "max_page_count", "freelist_count"};
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<Statement> query =
+        db_.Prepare(absl::StrCat("PRAGMA ", names[i]));
+    if (!query.ok()) return query.status();
+    absl::StatusOr<bool> row = query->Step();
+    if (!row.ok()) return row.status();
+    pragma[i] = *row ? query->Int(0) : 0;
+  }
+  constexpr int64_t kPageBytes = 4096;
+  const int64_t room_bytes = (pragma[1] - pragma[0] + pragma[2]) * kPageBytes;
+  if (room_bytes < headroom_bytes) {
+    return absl::UnavailableError(
+        absl::StrCat("database is at its size cap (", pragma[0], " of ",
+                     pragma[1], " pages, ", pragma[2], " free)"));
+  }
+  struct statvfs filesystem;
+  if (statvfs(path.c_str(), &filesystem) == 0 &&
+      static_cast<int64_t>(filesystem.f_bavail) *
+              static_cast<int64_t>(filesystem.f_frsize) <
+          headroom_bytes) {
+    return absl::UnavailableError(
+        absl::StrCat("file system of ", path, " is full"));
+  }
+  // A real write, rolled back: fails on a read-only database or file.
+  absl::StatusOr<Statement> version = db_.Prepare("PRAGMA user_version");
+  if (!version.ok()) return version.status();
+  absl::StatusOr<bool> row = version->Step();
+  if (!row.ok()) return row.status();
+  const int64_t user_version = *row ? version->Int(0) : 0;
+  absl::Status status = db_.Exec("BEGIN IMMEDIATE");
+  if (!status.ok()) return status;
+  status = db_.Exec(absl::StrCat("PRAGMA user_version = ", user_version));
+  const absl::Status rolled_back = db_.Exec("ROLLBACK");
+  return status.ok() ? rolled_back : status;
 }
 
 void WriteConnection::HandOffCheckpoints(

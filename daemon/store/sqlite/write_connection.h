@@ -46,6 +46,12 @@ class WriteConnection {
   // needing more fail as on a full disk.
   absl::Status SetMaxPageCount(int64_t pages);
 
+  // Whether a commit could succeed now, without changing anything: OK, or
+  // Unavailable naming the reason (the file at its size cap or its file
+  // system full, each with less than `headroom_bytes` left; the database
+  // read-only or failing). `path` is the database file.
+  absl::Status ProbeWritable(const std::string& path, int64_t headroom_bytes);
+
   // Database::HandOffCheckpoints on this connection.
   void HandOffCheckpoints(std::function<void(int wal_pages)> after_commit,
                           int fallback_pages);

@@ -87,7 +87,8 @@ ON CONFLICT (agent, session_id, lane, request_id) DO UPDATE SET
   provider_missed_tokens = excluded.provider_missed_tokens
 WHERE turns.usage_received = 0)sql";
 
-// A pending verdict never replaces a stored one.
+// Only a turn not classified yet (no verdict, or 'pending') takes a verdict:
+// a stored final verdict is never rewritten, whatever a retry brings.
 inline constexpr const char* kUpsertClassification = R"sql(
 INSERT INTO turns (
   agent, session_id, lane, request_id, request_time_us, expected_drop,
@@ -105,7 +106,8 @@ ON CONFLICT (agent, session_id, lane, request_id) DO UPDATE SET
   break_id = excluded.break_id,
   expected_reuse_tokens = excluded.expected_reuse_tokens,
   missed_tokens = excluded.missed_tokens
-WHERE excluded.verdict <> 'pending' OR turns.verdict IS NULL)sql";
+WHERE turns.verdict IS NULL
+   OR (turns.verdict = 'pending' AND excluded.verdict <> 'pending'))sql";
 
 inline constexpr const char* kInsertBreak = R"sql(
 INSERT INTO prompt_cache_breaks (

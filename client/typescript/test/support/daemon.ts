@@ -12,11 +12,17 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { Reporter } from '../../src/index.js';
 
-/** Starts cachewatchd listening on `listen` (host:port, port 0 for any); resolves with its gRPC address. */
-export function spawnDaemon(listen: string, dbPath: string): Promise<{ proc: ChildProcess; grpc: string }> {
+/** What a started daemon logged: its gRPC, /metrics and (with --proxy-listen) proxy addresses. */
+export interface Spawned { proc: ChildProcess; grpc: string; metrics: string; proxy: string }
+
+/**
+ * Starts cachewatchd listening on `listen` (host:port, port 0 for any), with `extra` flags; resolves with its
+ * addresses.
+ */
+export function spawnDaemon(listen: string, dbPath: string, extra: string[] = []): Promise<Spawned> {
   const binary = process.env.CACHEWATCHD;
   assert.ok(binary, 'set CACHEWATCHD to the cachewatchd binary');
-  const proc = spawn(binary, [`--listen=${listen}`, '--metrics-listen=127.0.0.1:0', `--db-path=${dbPath}`],
+  const proc = spawn(binary, [`--listen=${listen}`, '--metrics-listen=127.0.0.1:0', `--db-path=${dbPath}`, ...extra],
     { stdio: ['ignore', 'ignore', 'pipe'] });
   return new Promise((resolve, reject) => {
     let buf = '';
@@ -29,7 +35,7 @@ export function spawnDaemon(listen: string, dbPath: string): Promise<{ proc: Chi
           const j = JSON.parse(line);
           if (j.msg === 'listening' && j.grpc) {
             clearTimeout(timer);
-            resolve({ proc, grpc: j.grpc });
+            resolve({ proc, grpc: j.grpc, metrics: j.metrics ?? '', proxy: j.proxy ?? '' });
           }
         } catch { /* partial line */ }
       }

@@ -9,8 +9,15 @@
 // writes it, a later one with the same prefix reads it — so reordering the
 // tools is a cache miss, as at the provider. Bodies are deterministic for a
 // given sequence of requests to a fresh server (ids count up, fixed times),
-// and every request body is recorded verbatim.
+// and every request body is recorded verbatim, with its headers and the exact
+// response body bytes sent.
+// For the proxy tests (test/proxy/): HTTPS with `tls`, and a request header
+// `x-provider-test` asks for a provider failure:
+//   status=429          a JSON error in the provider's shape with that status
+//   drop-after=N        a stream cut off (socket destroyed) after N events
+//   miss                a cache miss whatever the prefix (an eviction)
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 type Json = any;
@@ -28,10 +35,14 @@ export interface RecordedRequest {
   path: string;
   /** The body exactly as received. */
   body: string;
+  /** Header names lower-cased, as node:http gives them. */
+  headers: Record<string, string | string[] | undefined>;
+  /** The response body exactly as sent (filled in as it is written). */
+  response: string;
 }
 
 export interface ProviderServer {
-  /** http://127.0.0.1:PORT */
+  /** http://127.0.0.1:PORT (https:// with `tls`) */
   url: string;
   requests: RecordedRequest[];
   close(): Promise<void>;
@@ -150,8 +161,13 @@ const ROUTES: Record<string, { answer: typeof anthropic; idHeader: string }> = {
   '/v1/responses': { answer: responses, idHeader: 'x-request-id' },
 };
 
-async function writeSse(res: ServerResponse, sse: Sse): Promise<void> {
+async function writeSse(res: ServerResponse, sse: Sse, dropAfter: number): Promise<void> {
+  let sent = 0;
   for (const [event, data] of sse) {
+    if (sent++ === dropAfter) {
+      res.socket?.destroy();
+      return;
+    }
     const text = typeof data === 'string' ? data : JSON.stringify(data);
     res.write(`${event === null ? '' : `event: ${event}\n`}data: ${text}\n\n`);
     await new Promise((r) => setImmediate(r));  // one event per write, as a real stream arrives
@@ -159,7 +175,20 @@ async function writeSse(res: ServerResponse, sse: Sse): Promise<void> {
   res.end();
 }
 
-export async function startProviderServer(): Promise<ProviderServer> {
+/** The provider's error body for `status` on `path`. */
+function errorBody(path: string, status: number): string {
+  const message = `simulated ${status}`;
+  return JSON.stringify(path === '/v1/messages'
+    ? { type: 'error', error: { type: 'rate_limit_error', message } }
+    : { error: { message, type: 'requests', param: null, code: 'rate_limit_exceeded' } });
+}
+
+export interface ProviderServerOptions {
+  /** PEM key and certificate: serve HTTPS. */
+  tls?: { key: string; cert: string };
+}
+
+export async function startProviderServer(options: ProviderServerOptions = {}): Promise<ProviderServer> {
   const requests: RecordedRequest[] = [];
   const cached = new Set<string>();
   let n = 0;
@@ -168,7 +197,13 @@ export async function startProviderServer(): Promise<ProviderServer> {
     for await (const c of req) chunks.push(c as Buffer);
     const text = Buffer.concat(chunks).toString('utf8');
     const path = (req.url ?? '').split('?')[0];
-    requests.push({ path, body: text });
+    const recorded: RecordedRequest = { path, body: text, headers: req.headers, response: '' };
+    requests.push(recorded);
+    const write = res.write.bind(res);
+    const end = res.end.bind(res);
+    res.write = ((chunk: string) => { recorded.response += chunk; return write(chunk); }) as typeof res.write;
+    res.end = ((chunk?: string) => { if (chunk) recorded.response += chunk; return end(chunk); }) as typeof res.end;
+    const behaviour = String(req.headers['x-provider-test'] ?? '');
     const route = ROUTES[path];
     let body: Json;
     try {
@@ -181,27 +216,35 @@ export async function startProviderServer(): Promise<ProviderServer> {
       res.end(JSON.stringify({ error: { type: 'not_found_error', message: `${req.method} ${path}` } }));
       return;
     }
+    const status = /^status=(\d+)$/.exec(behaviour);
+    if (status) {
+      res.writeHead(Number(status[1]), { 'content-type': 'application/json' });
+      res.end(errorBody(path, Number(status[1])));
+      return;
+    }
     n++;
     const key = prefixKey(path, body);
-    const hit = cached.has(key);
+    const hit = cached.has(key) && behaviour !== 'miss';
     cached.add(key);
     const { json, sse } = route.answer(body, n, hit);
     const headers = { [route.idHeader]: `req_${n}` };
     if (body.stream === true) {
       res.writeHead(200, { ...headers, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-      await writeSse(res, sse);
+      const drop = /^drop-after=(\d+)$/.exec(behaviour);
+      await writeSse(res, sse, drop ? Number(drop[1]) : -1);
     } else {
       res.writeHead(200, { ...headers, 'content-type': 'application/json' });
       res.end(JSON.stringify(json));
     }
   };
-  const server = createServer((req, res) => {
+  const listener = (req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch((e) => { res.destroy(e as Error); });
-  });
+  };
+  const server = options.tls ? createTlsServer(options.tls, listener) : createServer(listener);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as { port: number }).port;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`,
     requests,
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections();

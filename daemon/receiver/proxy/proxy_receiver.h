@@ -1,0 +1,51 @@
+// The HTTP proxy as one receiver of the daemon: the ExchangeObserver, the
+// ObservationQueue feeding the ingest pipeline, the proxy's metrics and the
+// ProxyServer, started together and stopped in order (no new requests, then
+// every queued exchange observed and committed).
+//
+// Thread-compatible: Start and the destructor from one thread.
+#ifndef CACHEWATCH_DAEMON_RECEIVER_PROXY_PROXY_RECEIVER_H_
+#define CACHEWATCH_DAEMON_RECEIVER_PROXY_PROXY_RECEIVER_H_
+
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "daemon/pipeline/ingest_pipeline.h"
+#include "daemon/receiver/proxy/exchange_observer.h"
+#include "daemon/receiver/proxy/observation_queue.h"
+#include "daemon/receiver/proxy/proxy_metrics.h"
+#include "daemon/receiver/proxy/proxy_options.h"
+#include "daemon/receiver/proxy/proxy_server.h"
+
+namespace cachewatch {
+
+class ProxyReceiver {
+ public:
+  // Serves options.listen; its metrics go into `registry`. `pipeline` must
+  // outlive the receiver. Errors as ProxyRoutes::Make and
+  // ProxyServer::Start.
+  static absl::StatusOr<std::unique_ptr<ProxyReceiver>> Start(
+      const ProxyOptions& options, IngestPipeline* pipeline,
+      prometheus::Registry& registry);
+
+  ~ProxyReceiver();
+
+  // host:port the proxy listens on.
+  std::string address() const { return server_->address(); }
+
+ private:
+  ProxyReceiver(const ProxyOptions& options, IngestPipeline* pipeline,
+                prometheus::Registry& registry);
+
+  ProxyMetrics metrics_;
+  ExchangeObserver observer_;
+  ObservationQueue queue_;
+  std::unique_ptr<ProxyServer> server_;
+};
+
+}  // namespace cachewatch
+
+#endif  // CACHEWATCH_DAEMON_RECEIVER_PROXY_PROXY_RECEIVER_H_
