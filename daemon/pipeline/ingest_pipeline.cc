@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "daemon/store/stale_lanes.h"
 #include "daemon/util/log.h"
 #include "daemon/util/status_macros.h"
 
@@ -89,6 +90,7 @@ absl::StatusOr<size_t> IngestPipeline::RestoreLanes() {
     AddClassifications(released, writes);
     if (absl::Status written = store_->Write(std::move(writes));
         !written.ok()) {
+      DropStaleLanes(written);
       return written;
     }
     Export(released);
@@ -266,12 +268,26 @@ void IngestPipeline::Commit(std::vector<ProcessedRecord*> records) {
       telemetry_->SetStoreHealthy(committed.ok());
     }
   }
+  if (DropStaleLanes(committed)) {
+    // Retried by the client, its records are tracked again from the store.
+    committed = absl::UnavailableError(committed.message());
+  }
   for (ProcessedRecord* record : records) {
     if (!record->status.ok()) continue;  // Counted when it was rejected.
     if (!committed.ok()) record->status = committed;
     CountOutcome(*record);
     if (committed.ok()) Export(record->classified);
   }
+}
+
+bool IngestPipeline::DropStaleLanes(const absl::Status& status) {
+  const std::vector<LaneKey> stale = StaleLanesOf(status);
+  for (const LaneKey& key : stale) {
+    Shard& shard = ShardFor(key);
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    shard.tracker->Drop(key);
+  }
+  return !stale.empty();
 }
 
 void IngestPipeline::CountOutcome(const ProcessedRecord& record) {
@@ -298,6 +314,7 @@ void IngestPipeline::Maintain() {
     // Released turns not stored now stay pending in the store; their
     // records themselves are durable already.
     const absl::Status stored = store_->Write(std::move(writes));
+    DropStaleLanes(stored);
     if (stored.ok()) {
       Export(released);
     } else {

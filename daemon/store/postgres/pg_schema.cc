@@ -166,6 +166,45 @@ CREATE VIEW breaks_readable AS SELECT
   provider_miss_reason, provider_missed_tokens, provider_agreement
 FROM prompt_cache_breaks;
 )sql",
+      // 2: which daemon wrote each lane last (docs/FLEET.md, "A lane's
+      // state across daemons"). A commit claims its lanes under their
+      // advisory locks; the claim fails when another daemon wrote one of
+      // them after this daemon last read it (its cached lane is stale).
+      R"sql(
+CREATE SEQUENCE lane_write_seq;
+CREATE TABLE lane_writers (
+  agent text COLLATE "C" NOT NULL,
+  session_id text COLLATE "C" NOT NULL,
+  lane text COLLATE "C" NOT NULL,
+  writer text COLLATE "C" NOT NULL,
+  write_seq bigint NOT NULL,
+  PRIMARY KEY (agent, session_id, lane)
+);
+CREATE FUNCTION cachewatch_claim_lanes(
+    me text, agents text[], sessions text[], lanes text[], seen bigint[])
+RETURNS integer LANGUAGE plpgsql AS $fn$
+DECLARE
+  stale text;
+BEGIN
+  SELECT string_agg(k.i::text, ',' ORDER BY k.i) INTO stale
+  FROM unnest(agents, sessions, lanes, seen)
+         WITH ORDINALITY AS k(agent, session_id, lane, seen, i)
+  JOIN lane_writers AS w
+    ON w.agent = k.agent AND w.session_id = k.session_id AND w.lane = k.lane
+  WHERE k.seen IS NOT NULL AND w.writer <> me AND w.write_seq > k.seen;
+  IF stale IS NOT NULL THEN
+    RAISE EXCEPTION 'lanes written by another daemon: <%>', stale
+      USING ERRCODE = 'CW001';
+  END IF;
+  INSERT INTO lane_writers AS w (agent, session_id, lane, writer, write_seq)
+  SELECT k.agent, k.session_id, k.lane, me, nextval('lane_write_seq')
+  FROM unnest(agents, sessions, lanes) AS k(agent, session_id, lane)
+  ON CONFLICT (agent, session_id, lane) DO UPDATE
+    SET writer = excluded.writer, write_seq = excluded.write_seq;
+  RETURN cardinality(agents);
+END
+$fn$;
+)sql",
   };
   return *kMigrations;
 }

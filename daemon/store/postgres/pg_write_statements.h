@@ -19,6 +19,19 @@ inline constexpr const char* kPgLockLanes = R"sql(
 SELECT count(pg_advisory_xact_lock(k))
 FROM (SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k) AS ordered)sql";
 
+// Claims the batch's lanes for this daemon (cachewatch_claim_lanes, schema
+// version 2): fails with SQLSTATE CW001 naming the 1-based positions of the
+// lanes another daemon wrote after write_seq $5[i] (NULL: not checked).
+// $1: this daemon's writer id; $2..$4: the lanes' keys.
+inline constexpr const char* kPgClaimLanes = R"sql(
+SELECT cachewatch_claim_lanes($1::text, $2::text[], $3::text[], $4::text[],
+                              $5::bigint[]))sql";
+
+// A lane's last write, as of a lane lookup's snapshot.
+inline constexpr const char* kPgLaneWriteSeq = R"sql(
+SELECT write_seq FROM lane_writers
+WHERE agent = $1::text AND session_id = $2::text AND lane = $3::text)sql";
+
 // A tool list and its entries, once per list hash. $3, $4: text[] of the
 // tools' names and schema hashes, in order.
 inline constexpr const char* kPgInsertToolList = R"sql(

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/core/classifier.h"
+#include "daemon/store/postgres/pg_write_statements.h"
 #include "daemon/store/postgres/postgres_store.h"
 #include "daemon/store/sqlite/columns.h"
 #include "daemon/util/status_macros.h"
@@ -653,7 +654,14 @@ absl::StatusOr<std::optional<RestoredLane>> PostgresStore::LoadLane(
   if (!lease.ok()) return lease.status();
   PgConnection& connection = **lease;
   std::optional<RestoredLane> found;
+  int64_t write_seq = 0;
   CACHEWATCH_RETURN_IF_ERROR(InSnapshot(connection, [&]() -> absl::Status {
+    // The lane's last claim, as of the same snapshot as its turns: a later
+    // write by another daemon makes this daemon's next claim of it fail.
+    absl::StatusOr<PgResult> seq = connection.Prepared(
+        "cw_lane_write_seq", kPgLaneWriteSeq, KeyParams(key));
+    if (!seq.ok()) return seq.status();
+    if (seq->rows() > 0) write_seq = seq->row(0).Int(0);
     absl::StatusOr<PgResult> rows = connection.Prepared(
         "cw_lane", kSelectLane,
         KeyParams(key)
@@ -744,6 +752,7 @@ absl::StatusOr<std::optional<RestoredLane>> PostgresStore::LoadLane(
     found = std::move(lane);
     return absl::OkStatus();
   }));
+  NoteSeen(PgLaneKey(key), write_seq);
   return found;
 }
 

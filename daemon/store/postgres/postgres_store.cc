@@ -8,10 +8,13 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <random>
 #include <utility>
 #include <variant>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/core/classifier.h"
@@ -20,6 +23,7 @@
 #include "daemon/store/postgres/pg_schema.h"
 #include "daemon/store/postgres/pg_write_statements.h"
 #include "daemon/store/sqlite/columns.h"
+#include "daemon/store/stale_lanes.h"
 #include "daemon/util/status_macros.h"
 
 namespace cachewatch {
@@ -49,13 +53,33 @@ absl::Status SetUpSession(PgConnection& connection) {
       "SET plan_cache_mode = auto");
 }
 
-int64_t LaneLockKey(const LaneKey& key) {
-  std::string bytes = key.agent;
-  bytes.push_back('\0');
-  bytes += key.session_id;
-  bytes.push_back('\0');
-  bytes += LaneColumn(key);
-  return static_cast<int64_t>(XXH3_64bits(bytes.data(), bytes.size()));
+// Lanes whose last read write_seq a store remembers at most.
+constexpr size_t kMaxSeenLanes = size_t{1} << 22;
+// Commit attempts of a batch whose claims found stale lanes.
+constexpr int kMaxClaimAttempts = 4;
+
+// A random id for this store's claims.
+std::string NewWriterId() {
+  std::random_device random;
+  const uint64_t id = (static_cast<uint64_t>(random()) << 32) ^ random();
+  return absl::StrCat("cachewatchd-", Hex64(id));
+}
+
+// The 1-based lane positions a CW001 claim failure names ("...: <1,3>").
+std::vector<size_t> StalePositions(const absl::Status& status) {
+  std::vector<size_t> positions;
+  const std::string message(status.message());
+  const size_t open = message.find(": <");
+  const size_t close = message.find('>', open);
+  if (open == std::string::npos || close == std::string::npos) {
+    return positions;
+  }
+  for (absl::string_view part :
+       absl::StrSplit(message.substr(open + 3, close - open - 3), ',')) {
+    size_t position = 0;
+    if (absl::SimpleAtoi(part, &position)) positions.push_back(position);
+  }
+  return positions;
 }
 
 std::string ProviderText(v1::Provider provider) {
@@ -83,7 +107,8 @@ class BatchBuilder {
  public:
   explicit BatchBuilder(int64_t now_us) : now_us_(now_us) {
     steps_.push_back({"cw_begin", {}});
-    steps_.push_back({"cw_lock_lanes", {}});  // Parameters set in Finish().
+    steps_.push_back({"cw_lock_lanes", {}});   // Parameters set in Finish().
+    steps_.push_back({"cw_claim_lanes", {}});  // Parameters set in Finish().
   }
 
   void Add(const SnapshotWrite& write) {
@@ -197,12 +222,35 @@ class BatchBuilder {
   }
 
   // The steps, ending in COMMIT; days: the partitions they may write.
-  std::vector<PgPipelineStep> Finish() {
-    std::vector<std::string> keys;
-    for (int64_t lane : lanes_) keys.push_back(absl::StrCat(lane));
+  // `seen(lane)`: what the claim of the lane checks against. `claimed`: the
+  // lanes in the order of their claim.
+  template <typename Seen>
+  std::vector<PgPipelineStep> Finish(const std::string& writer_id,
+                                     const Seen& seen,
+                                     std::vector<LaneKey>& claimed) {
+    std::vector<std::string> keys, agents, sessions, lanes;
+    std::string seqs = "{";
+    claimed.clear();
+    for (const auto& [hash, key] : lanes_) {
+      keys.push_back(absl::StrCat(hash));
+      agents.push_back(key.agent);
+      sessions.push_back(key.session_id);
+      lanes.push_back(std::string(LaneColumn(key)));
+      const std::optional<int64_t> seq = seen(hash);
+      if (seqs.size() > 1) seqs += ',';
+      seqs += seq.has_value() ? absl::StrCat(*seq) : "NULL";
+      claimed.push_back(key);
+    }
+    seqs += '}';
     // The array literal of integers needs no quoting, but PgTextArray's
     // quotes are valid for bigint[] too.
     steps_[1].params.Text(PgTextArray(keys));
+    steps_[2]
+        .params.Text(writer_id)
+        .Text(PgTextArray(agents))
+        .Text(PgTextArray(sessions))
+        .Text(PgTextArray(lanes))
+        .Text(seqs);
     steps_.push_back({"cw_commit", {}});
     return std::move(steps_);
   }
@@ -231,7 +279,7 @@ class BatchBuilder {
   }
 
   void Touch(const LaneKey& key, int64_t time_us) {
-    lanes_.insert(LaneLockKey(key));
+    lanes_.try_emplace(PgLaneKey(key), key);
     days_.insert(PgDayOf(time_us));
   }
 
@@ -290,7 +338,7 @@ class BatchBuilder {
   const int64_t now_us_;
   std::vector<PgPipelineStep> steps_;
   std::set<std::string> tool_lists_;
-  std::set<int64_t> lanes_;
+  std::map<int64_t, LaneKey> lanes_;  // By lock key: the locking order.
   std::set<int64_t> days_;
 };
 
@@ -299,6 +347,7 @@ absl::Status PrepareWriteStatements(PgConnection& connection) {
       {"cw_begin", "BEGIN"},
       {"cw_commit", "COMMIT"},
       {"cw_lock_lanes", kPgLockLanes},
+      {"cw_claim_lanes", kPgClaimLanes},
       {"cw_tool_list", kPgInsertToolList},
       {"cw_snapshot", kPgUpsertSnapshot},
       {"cw_usage", kPgUpsertUsage},
@@ -312,6 +361,15 @@ absl::Status PrepareWriteStatements(PgConnection& connection) {
 }
 
 }  // namespace
+
+int64_t PgLaneKey(const LaneKey& key) {
+  std::string bytes = key.agent;
+  bytes.push_back('\0');
+  bytes += key.session_id;
+  bytes.push_back('\0');
+  bytes += LaneColumn(key);
+  return static_cast<int64_t>(XXH3_64bits(bytes.data(), bytes.size()));
+}
 
 bool IsPostgresUrl(std::string_view store) {
   return store.starts_with("postgres://") || store.starts_with("postgresql://");
@@ -356,7 +414,26 @@ PostgresStore::PostgresStore(const PostgresStoreOptions& options,
                              std::unique_ptr<PgPool> readers)
     : options_(options),
       writer_(std::move(writer)),
-      readers_(std::move(readers)) {}
+      readers_(std::move(readers)),
+      writer_id_(NewWriterId()) {}
+
+void PostgresStore::NoteSeen(int64_t lane, int64_t write_seq) {
+  std::lock_guard<std::mutex> lock(seen_mu_);
+  if (seen_.size() >= kMaxSeenLanes && !seen_.contains(lane)) {
+    seen_.clear();
+    seen_overflowed_ = true;
+  }
+  int64_t& seen = seen_[lane];
+  seen = std::max(seen, write_seq);
+}
+
+std::optional<int64_t> PostgresStore::SeenFor(int64_t lane) {
+  std::lock_guard<std::mutex> lock(seen_mu_);
+  auto it = seen_.find(lane);
+  if (it != seen_.end()) return it->second;
+  if (seen_overflowed_) return 0;
+  return std::nullopt;
+}
 
 PostgresStore::~PostgresStore() {
   {
@@ -462,7 +539,8 @@ absl::Status PostgresStore::EnsurePartitions(PgConnection& connection,
 }
 
 absl::Status PostgresStore::CommitUnits(
-    const std::vector<const std::vector<StoreWrite>*>& units, int64_t now_us) {
+    const std::vector<const std::vector<StoreWrite>*>& units, int64_t now_us,
+    std::vector<LaneKey>& claimed) {
   BatchBuilder builder(now_us);
   for (const std::vector<StoreWrite>* unit : units) {
     for (const StoreWrite& write : *unit) {
@@ -470,7 +548,8 @@ absl::Status PostgresStore::CommitUnits(
     }
   }
   const std::vector<int64_t> days = builder.days();
-  const std::vector<PgPipelineStep> steps = builder.Finish();
+  const std::vector<PgPipelineStep> steps = builder.Finish(
+      writer_id_, [this](int64_t lane) { return SeenFor(lane); }, claimed);
 
   absl::StatusOr<PgPool::Lease> connection = writer_->Acquire();
   if (!connection.ok()) return connection.status();
@@ -488,31 +567,74 @@ absl::Status PostgresStore::CommitUnits(
 }
 
 void PostgresStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
-  std::vector<const std::vector<StoreWrite>*> units;
-  units.reserve(batch.size());
-  int64_t records = 0;
-  for (const PendingWrite* pending : batch) {
-    units.push_back(&pending->writes);
-    records += static_cast<int64_t>(pending->writes.size());
-  }
   if (options_.before_commit) {
-    options_.before_commit(static_cast<size_t>(records));
+    size_t records = 0;
+    for (const PendingWrite* pending : batch) records += pending->writes.size();
+    options_.before_commit(records);
   }
   const absl::Time start = absl::Now();
-  absl::Status status = CommitUnits(units, absl::ToUnixMicros(start));
-  if (SqlState(status) == "23514") {
-    // No partition for a row: another daemon's retention dropped one this
-    // store believed in. Forget what it believes and try once more.
-    {
-      std::lock_guard<std::mutex> lock(partitions_mu_);
-      known_days_.clear();
+  // The units still to commit: those whose lanes were found stale leave,
+  // with their own status, and the rest is tried again.
+  std::vector<PendingWrite*> active = batch;
+  absl::Status status;
+  for (int attempt = 1; !active.empty(); ++attempt) {
+    std::vector<const std::vector<StoreWrite>*> units;
+    units.reserve(active.size());
+    for (const PendingWrite* pending : active)
+      units.push_back(&pending->writes);
+    std::vector<LaneKey> claimed;
+    status = CommitUnits(units, absl::ToUnixMicros(start), claimed);
+    if (SqlState(status) == "23514") {
+      // No partition for a row: another daemon's retention dropped one this
+      // store believed in. Forget what it believes and try once more.
+      {
+        std::lock_guard<std::mutex> lock(partitions_mu_);
+        known_days_.clear();
+      }
+      status = CommitUnits(units, absl::ToUnixMicros(start), claimed);
     }
-    status = CommitUnits(units, absl::ToUnixMicros(start));
+    if (SqlState(status) != "CW001" || attempt == kMaxClaimAttempts) break;
+    std::set<int64_t> stale;
+    for (size_t position : StalePositions(status)) {
+      if (position >= 1 && position <= claimed.size()) {
+        stale.insert(PgLaneKey(claimed[position - 1]));
+      }
+    }
+    if (stale.empty()) break;  // Not a claim failure this build made.
+    std::vector<PendingWrite*> remaining;
+    for (PendingWrite* pending : active) {
+      std::vector<LaneKey> lanes;
+      std::set<int64_t> named;
+      for (const StoreWrite& write : pending->writes) {
+        const LaneKey& key = std::visit(
+            [](const auto& record) -> const LaneKey& { return record.key; },
+            write);
+        const int64_t hash = PgLaneKey(key);
+        if (stale.contains(hash) && named.insert(hash).second) {
+          lanes.push_back(key);
+        }
+      }
+      if (lanes.empty()) {
+        remaining.push_back(pending);
+      } else {
+        pending->status = StaleLanesError(lanes);
+      }
+    }
+    active = std::move(remaining);
+    if (active.empty()) status = absl::OkStatus();
+  }
+  if (SqlState(status) == "CW001") {
+    status = absl::UnavailableError(
+        "lane claims kept conflicting with other daemons' writes; retry");
   }
 
+  int64_t records = 0;
+  for (const PendingWrite* pending : active) {
+    records += static_cast<int64_t>(pending->writes.size());
+  }
   std::lock_guard<std::mutex> lock(queue_mu_);
   if (status.ok()) {
-    ++stats_.commits;
+    if (!active.empty()) ++stats_.commits;
     stats_.committed_records += records;
     reachable_ = true;  // A commit is proof enough.
     probe_error_.clear();
@@ -522,14 +644,14 @@ void PostgresStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
   }
   stats_.last_commit_failed = !status.ok();
   ++finished_batches_;
-  for (PendingWrite* pending : batch) {
+  for (PendingWrite* pending : active) {
     // A status of its own for each caller (not a copy sharing one
     // reference-counted error across threads).
     pending->status = status.ok()
                           ? absl::OkStatus()
                           : absl::Status(status.code(), status.message());
-    pending->done = true;
   }
+  for (PendingWrite* pending : batch) pending->done = true;
   committing_ = false;
   queue_changed_.notify_all();
 }

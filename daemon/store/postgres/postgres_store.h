@@ -13,6 +13,15 @@
 // interleaving), one statement per record, COMMIT. Before it, the day
 // partitions its records need are created when missing.
 //
+// A lane's state across daemons (docs/FLEET.md): every commit claims its
+// lanes in lane_writers (writer id, a global sequence number) under their
+// advisory locks, after checking that no other daemon wrote any of them
+// since this store last read it (LoadLane notes the lane's write_seq as of
+// its snapshot). When one did, the daemon's cached lane is stale: the write
+// units touching it fail with StaleLanesError (ABORTED, daemon/store/
+// stale_lanes.h) and nothing of them is stored; the rest of the batch
+// commits. A lane never read through LoadLane is not checked.
+//
 // PostgreSQL unreachable: Write() answers Unavailable (nothing is
 // acknowledged that was not committed; a commit whose answer was lost is
 // safe to retry, writes being idempotent), stats() reports the store
@@ -36,6 +45,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -69,6 +79,9 @@ struct PostgresStoreOptions {
   // transaction with the number of records it holds. Default none.
   std::function<void(size_t records)> before_commit;
 };
+
+// A lane's advisory lock key, and its key in lane_writers claims.
+int64_t PgLaneKey(const LaneKey& key);
 
 // True for a --store value that names a PostgreSQL server
 // ("postgres://..." or "postgresql://...").
@@ -133,8 +146,15 @@ class PostgresStore final : public RecordStore, public BreakQueries {
       ABSL_LOCKS_EXCLUDED(queue_mu_);
   bool BatchFull() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
   // One attempt at committing `units` on the writer connection.
+  // `claimed`: the batch's lanes in the order of their claim.
   absl::Status CommitUnits(
-      const std::vector<const std::vector<StoreWrite>*>& units, int64_t now_us);
+      const std::vector<const std::vector<StoreWrite>*>& units, int64_t now_us,
+      std::vector<LaneKey>& claimed);
+  // Notes lane_writers.write_seq of lane `lane` (PgLaneKey) as a lookup read
+  // it; what the lane's next claim checks against.
+  void NoteSeen(int64_t lane, int64_t write_seq);
+  // What the claim of `lane` checks against: nullopt when unchecked.
+  std::optional<int64_t> SeenFor(int64_t lane);
   // Creates the partitions of `days` not known to exist.
   absl::Status EnsurePartitions(PgConnection& connection,
                                 const std::vector<int64_t>& days);
@@ -155,6 +175,14 @@ class PostgresStore final : public RecordStore, public BreakQueries {
   // The prober's last answer: false while the server cannot be reached.
   bool reachable_ ABSL_GUARDED_BY(queue_mu_) = true;
   std::string probe_error_ ABSL_GUARDED_BY(queue_mu_);
+
+  // This store's id in lane_writers: random per Open.
+  const std::string writer_id_;
+  std::mutex seen_mu_;
+  std::unordered_map<int64_t, int64_t> seen_ ABSL_GUARDED_BY(seen_mu_);
+  // seen_ outgrew its cap and was cleared: a lane missing from it is checked
+  // against 0 (any other daemon's write counts).
+  bool seen_overflowed_ ABSL_GUARDED_BY(seen_mu_) = false;
 
   std::mutex partitions_mu_;
   std::set<int64_t> known_days_ ABSL_GUARDED_BY(partitions_mu_);

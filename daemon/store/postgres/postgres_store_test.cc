@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "daemon/store/postgres/pg_schema.h"
 #include "daemon/store/sqlite/store_test_util.h"
+#include "daemon/store/stale_lanes.h"
 #include "tests/support/postgres_process.h"
 
 namespace cachewatch::testing {
@@ -199,6 +200,75 @@ TEST_F(PostgresStoreTest, TwoStoresWritingTheSameTurnsStoreThemOnce) {
                   "AND usage_received = 1 AND verdict = 'ok' AND "
                   "request_time_us = response_time_us - 1000000"),
             kTurns);
+}
+
+// A daemon's cached lane is stale once another daemon wrote the lane after
+// this one read it: its next write of the lane is refused whole (ABORTED,
+// the lane named), nothing of it stored, while the same batch's other lanes
+// commit; after reading the lane again, the write goes through. Writes of a
+// lane never looked up are not checked.
+TEST_F(PostgresStoreTest,
+       AWriteOfALaneAnotherStoreWroteSinceItsLookupIsRefused) {
+  PostgresStoreOptions options = Options();
+  // Long enough that the two writes below share one commit.
+  options.max_batch_delay = std::chrono::milliseconds(300);
+  absl::StatusOr<std::unique_ptr<PostgresStore>> opened =
+      PostgresStore::Open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  PostgresStore& a = **opened;
+  auto b = Open();
+  const LaneKey lane = Key("moved");
+  const LaneKey other = Key("stays");
+  for (const LaneKey& key : {lane, other}) {
+    absl::StatusOr<std::optional<RestoredLane>> none =
+        a.LoadLane(key, LaneLookup{});
+    ASSERT_TRUE(none.ok()) << none.status();
+    EXPECT_FALSE(none->has_value());
+  }
+  ASSERT_TRUE(
+      a.Write(TurnUnit(lane, "r0", kT0, Classified(lane, "r0", v1::VERDICT_OK)))
+          .ok());
+  // The lane moves to b, which reads it and writes its next turn.
+  absl::StatusOr<std::optional<RestoredLane>> read_by_b =
+      b->LoadLane(lane, LaneLookup{});
+  ASSERT_TRUE(read_by_b.ok() && read_by_b->has_value());
+  ASSERT_TRUE(b->Write(TurnUnit(lane, "r1", kT0 + kSecond,
+                                Classified(lane, "r1", v1::VERDICT_OK)))
+                  .ok());
+  // Back on a, whose cache still ends at r0; in the same batch, a lane only
+  // a writes.
+  absl::Status stale;
+  std::thread stale_writer([&] {
+    stale = a.Write(TurnUnit(lane, "r2", kT0 + 2 * kSecond,
+                             Classified(lane, "r2", v1::VERDICT_OK)));
+  });
+  const absl::Status fresh = a.Write(
+      TurnUnit(other, "o0", kT0, Classified(other, "o0", v1::VERDICT_OK)));
+  stale_writer.join();
+  EXPECT_TRUE(fresh.ok()) << fresh;
+  EXPECT_TRUE(absl::IsAborted(stale)) << stale;
+  const std::vector<LaneKey> named = StaleLanesOf(stale);
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0], lane);
+  EXPECT_EQ(Query("SELECT count(*) FROM turns WHERE request_id = 'r2'"), 0);
+  EXPECT_EQ(Query("SELECT count(*) FROM turns WHERE request_id = 'o0'"), 1);
+  EXPECT_FALSE(a.stats().last_commit_failed);
+
+  // Read again, a sees r1 and may write the lane.
+  absl::StatusOr<std::optional<RestoredLane>> reread =
+      a.LoadLane(lane, LaneLookup{});
+  ASSERT_TRUE(reread.ok() && reread->has_value());
+  EXPECT_EQ((*reread)->state.last_turn->request_id, "r1");
+  EXPECT_TRUE(a.Write(TurnUnit(lane, "r2", kT0 + 2 * kSecond,
+                               Classified(lane, "r2", v1::VERDICT_OK)))
+                  .ok());
+  // b's cache is the stale one now.
+  EXPECT_TRUE(absl::IsAborted(b->Write(TurnUnit(
+      lane, "r3", kT0 + 3 * kSecond, Classified(lane, "r3", v1::VERDICT_OK)))));
+  // A lane b never looked up: unchecked.
+  EXPECT_TRUE(b->Write(TurnUnit(other, "o1", kT0 + kSecond,
+                                Classified(other, "o1", v1::VERDICT_OK)))
+                  .ok());
 }
 
 // PostgreSQL stops and starts again under load: writes fail with
