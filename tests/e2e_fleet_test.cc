@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -66,14 +67,14 @@ class FleetTest : public ::testing::Test {
   std::vector<std::unique_ptr<v1::CacheWatch::Stub>> stubs_;
 };
 
-grpc::Status SendTurn(v1::CacheWatch::Stub& stub, const std::string& session,
-                      int turn) {
+grpc::Status SendRecords(v1::CacheWatch::Stub& stub,
+                         const v1::Snapshot& snapshot, const v1::Usage& usage) {
   {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(10));
     v1::RecordSnapshotRequest request;
-    *request.mutable_snapshot() = TurnSnapshot(kAgent, session, turn);
+    *request.mutable_snapshot() = snapshot;
     v1::RecordSnapshotResponse response;
     grpc::Status status = stub.RecordSnapshot(&context, request, &response);
     if (!status.ok()) return status;
@@ -82,9 +83,24 @@ grpc::Status SendTurn(v1::CacheWatch::Stub& stub, const std::string& session,
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(10));
   v1::RecordUsageRequest request;
-  *request.mutable_usage() = TurnUsage(kAgent, session, turn);
+  *request.mutable_usage() = usage;
   v1::RecordUsageResponse response;
   return stub.RecordUsage(&context, request, &response);
+}
+
+// Sends a turn again while the daemon answers UNAVAILABLE (as the client
+// libraries do): a daemon whose cached lane another daemon wrote since
+// answers so once, and reads the lane again.
+grpc::Status SendTurn(v1::CacheWatch::Stub& stub, const std::string& session,
+                      int turn) {
+  grpc::Status status;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    status = SendRecords(stub, TurnSnapshot(kAgent, session, turn),
+                         TurnUsage(kAgent, session, turn));
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return status;
 }
 
 // Each lane's turns go round-robin over three daemons (the lane moves on
@@ -195,6 +211,155 @@ TEST_F(FleetTest, DaemonKillAndPostgresRestartLoseNothingAcknowledged) {
   for (const std::string& id : acked) {
     EXPECT_TRUE(stored_ids.contains(id)) << "acknowledged but lost: " << id;
   }
+}
+
+// Turn `turn` of a lane of the equivalence run: TurnSnapshot's, but from
+// turn 5 on a tool is added every 5th turn and from turn 7 on the system
+// prompt changes every 7th; such a turn's usage reads nothing and writes the
+// prompt again (a break whose reason the change names).
+struct SimulatedTurn {
+  v1::Snapshot snapshot;
+  v1::Usage usage;
+};
+
+SimulatedTurn Simulated(const std::string& session, int turn) {
+  SimulatedTurn t{TurnSnapshot(kAgent, session, turn),
+                  TurnUsage(kAgent, session, turn)};
+  for (int i = 0; i < turn / 5; ++i) {
+    v1::ToolRef* tool = t.snapshot.add_tools();
+    tool->set_name("Extra" + std::to_string(i));
+    tool->set_schema_hash(100 + i);
+  }
+  t.snapshot.set_system_hash(1 + turn / 7);
+  if (turn > 0 && (turn % 5 == 0 || turn % 7 == 0)) {
+    t.usage.mutable_normalized()->set_cache_read_tokens(0);
+    t.usage.mutable_normalized()->set_cache_write_tokens(20000);
+  }
+  return t;
+}
+
+// What a daemon stored for a lane: every turn's verdict and reason, and
+// every break's turn, previous turn, reason and evidence.
+std::vector<std::string> StoredLane(v1::CacheWatch::Stub& stub,
+                                    const std::string& session) {
+  std::vector<std::string> rows;
+  {
+    grpc::ClientContext context;
+    v1::GetLaneTimelineRequest request;
+    request.set_agent(kAgent);
+    request.set_session_id(session);
+    v1::GetLaneTimelineResponse response;
+    const grpc::Status status =
+        stub.GetLaneTimeline(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    for (const v1::TurnSummary& turn : response.turns()) {
+      rows.push_back("turn " + turn.request_id() + " " +
+                     v1::Verdict_Name(turn.verdict()) + " " +
+                     v1::Reason_Name(turn.primary_reason()));
+    }
+  }
+  grpc::ClientContext context;
+  v1::ListBreaksRequest request;
+  request.set_agent(kAgent);
+  request.set_session_id(session);
+  request.set_page_size(1000);
+  v1::ListBreaksResponse response;
+  const grpc::Status status = stub.ListBreaks(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  std::vector<std::string> breaks;
+  for (const v1::PromptCacheBreak& event : response.breaks()) {
+    breaks.push_back("break " + event.request_id() + " after " +
+                     event.previous_request_id() + " " +
+                     v1::Reason_Name(event.primary_reason()) + " " +
+                     v1::Evidence_Name(event.evidence()));
+  }
+  std::sort(breaks.begin(), breaks.end());
+  rows.insert(rows.end(), breaks.begin(), breaks.end());
+  return rows;
+}
+
+// The fleet against one daemon: lanes move between the three daemons every
+// three turns (each daemon's cached lanes go stale while another serves
+// them), daemon 0 is SIGKILLed under load (its lanes fail over) and
+// PostgreSQL is restarted mid-run. The same records, fed lane by lane to a
+// single daemon on SQLite, give every lane the same verdicts and the same
+// breaks (turn, previous turn, reason, evidence).
+TEST_F(FleetTest, EveryLanesVerdictsAndBreaksMatchASingleDaemon) {
+  for (int i = 0; i < 3; ++i) StartDaemon(i);
+  constexpr int kLanes = 8;
+  constexpr int kTurns = 30;
+  std::atomic<bool> alive[3] = {true, true, true};
+  std::atomic<int> acked{0};
+  std::atomic<int> moves{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> clients;
+  for (int lane = 0; lane < kLanes; ++lane) {
+    clients.emplace_back([&, lane] {
+      const std::string session = "sim-" + std::to_string(lane);
+      int last = -1;
+      for (int turn = 0; turn < kTurns; ++turn) {
+        const SimulatedTurn t = Simulated(session, turn);
+        for (int attempt = 0;; ++attempt) {
+          if (attempt == 1000) {
+            ++failures;
+            return;
+          }
+          int daemon = (lane + turn / 3) % 3;
+          while (!alive[daemon].load()) daemon = (daemon + 1) % 3;
+          if (daemon != last && last >= 0) ++moves;
+          last = daemon;
+          if (SendRecords(*stubs_[daemon], t.snapshot, t.usage).ok()) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        ++acked;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+  }
+  auto wait_for = [&](int target) {
+    for (int i = 0; i < 1200 && acked.load() < target; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  };
+  wait_for(kLanes * kTurns / 3);
+  daemons_[0]->Kill();
+  alive[0] = false;
+  wait_for(2 * kLanes * kTurns / 3);
+  ASSERT_TRUE(server_->Stop("immediate"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(server_->Restart());
+  for (std::thread& client : clients) client.join();
+  ASSERT_EQ(failures.load(), 0);
+  EXPECT_GT(moves.load(), kLanes * 3);
+
+  DaemonProcess single;
+  ASSERT_TRUE(single.Start(dir_.File("single.db"), {}));
+  std::unique_ptr<v1::CacheWatch::Stub> single_stub = single.NewStub();
+  std::vector<std::thread> feeders;
+  for (int lane = 0; lane < kLanes; ++lane) {
+    feeders.emplace_back([&, lane] {
+      const std::string session = "sim-" + std::to_string(lane);
+      for (int turn = 0; turn < kTurns; ++turn) {
+        const SimulatedTurn t = Simulated(session, turn);
+        if (!SendRecords(*single_stub, t.snapshot, t.usage).ok()) ++failures;
+      }
+    });
+  }
+  for (std::thread& feeder : feeders) feeder.join();
+  ASSERT_EQ(failures.load(), 0);
+
+  int breaks = 0;
+  for (int lane = 0; lane < kLanes; ++lane) {
+    const std::string session = "sim-" + std::to_string(lane);
+    const std::vector<std::string> alone = StoredLane(*single_stub, session);
+    EXPECT_EQ(StoredLane(*stubs_[1], session), alone) << session;
+    // Turns 5, 7, 10, 14, 15, 20, 21, 25 and 28.
+    EXPECT_EQ(alone.size() - kTurns, 9u) << session;
+    breaks += static_cast<int>(alone.size()) - kTurns;
+  }
+  EXPECT_EQ(breaks, kLanes * 9);
+  EXPECT_EQ(single.Stop(), 0);
+  for (int i = 1; i < 3; ++i) EXPECT_EQ(daemons_[i]->Stop(), 0);
 }
 
 }  // namespace
