@@ -170,7 +170,11 @@ FROM prompt_cache_breaks;
       // state across daemons"). A commit claims its lanes under their
       // advisory locks; the claim fails when another daemon wrote one of
       // them after this daemon last read it (its cached lane is stale).
+      // Also the index the writes look a turn up by: the lane's time index
+      // would read every turn of a partition the planner has no statistics
+      // for yet.
       R"sql(
+CREATE INDEX turns_by_request ON turns (agent, session_id, lane, request_id);
 CREATE SEQUENCE lane_write_seq;
 CREATE TABLE lane_writers (
   agent text COLLATE "C" NOT NULL,

@@ -2,10 +2,10 @@
 // SQLite store's upserts (daemon/store/write_statements.h) on partitioned
 // tables. PostgreSQL cannot enforce (agent, session_id, lane, request_id)
 // across partitions, so each turn statement first looks the turn up (among
-// rows whose request time lies in [$5, $6): the partitions its records can
-// be in), updates the row it finds and inserts one only when none exists;
-// the lane's advisory lock, taken at the start of the transaction, keeps
-// another daemon from inserting the same turn meanwhile.
+// rows whose request time lies in [from_us, until_us): the partitions its
+// records can be in), updates the row it finds and inserts one only when
+// none exists; the lanes' advisory locks, taken at the start of the
+// transaction, keep another daemon from inserting the same turn meanwhile.
 //
 // Parameters are positional; every one is cast to its column's type.
 #ifndef CACHEWATCH_DAEMON_STORE_POSTGRES_PG_WRITE_STATEMENTS_H_
@@ -46,61 +46,111 @@ FROM inserted,
   unnest($3::text[], $4::text[]) WITH ORDINALITY AS e(name, schema_hash,
                                                         position))sql";
 
-#define CACHEWATCH_PG_FIND_TURN                                           \
-  "WITH existing AS (SELECT request_time_us FROM turns "                  \
-  "WHERE agent = $1::text AND session_id = $2::text AND lane = $3::text " \
-  "AND request_id = $4::text AND request_time_us >= $5::bigint "          \
-  "AND request_time_us < $6::bigint LIMIT 1) "
-#define CACHEWATCH_PG_THIS_TURN                                            \
-  " WHERE agent = $1::text AND session_id = $2::text AND lane = $3::text " \
-  "AND request_id = $4::text "                                             \
-  "AND request_time_us = (SELECT request_time_us FROM existing) "
+// The turn rows of a batch are written set-based: one statement per record
+// kind and batch, its records passed as arrays (one per column, element i of
+// each is record i) and unnested. Within a statement a turn's first record
+// counts (a retry in the same batch changes nothing; for verdicts, a final
+// one before a pending one); each input row's turn is looked up among rows
+// whose request time lies in [from_us, until_us), updated when found and
+// inserted otherwise. Statements run snapshots, usages, then classifications:
+// each sees the rows the previous ones wrote.
+#define CACHEWATCH_PG_EXISTING                                             \
+  "existing AS (SELECT i.ord, (SELECT t.request_time_us FROM turns AS t "  \
+  "WHERE t.agent = i.agent AND t.session_id = i.session_id "               \
+  "AND t.lane = i.lane AND t.request_id = i.request_id "                   \
+  "AND t.request_time_us >= i.from_us AND t.request_time_us < i.until_us " \
+  "LIMIT 1) AS found_us FROM input AS i) "
+#define CACHEWATCH_PG_THIS_TURN                           \
+  " FROM input AS i JOIN existing AS e ON e.ord = i.ord " \
+  "WHERE e.found_us IS NOT NULL AND t.agent = i.agent "   \
+  "AND t.session_id = i.session_id AND t.lane = i.lane "  \
+  "AND t.request_id = i.request_id AND t.request_time_us = e.found_us "
 
 // A retried snapshot changes nothing; the snapshot's provider, model and
 // request time win over the usage's (the row moves to the partition of the
 // snapshot's request time).
-inline constexpr const char* kPgUpsertSnapshot = CACHEWATCH_PG_FIND_TURN R"sql(,
+inline constexpr const char* kPgUpsertSnapshots = R"sql(
+WITH input AS (
+  SELECT DISTINCT ON (agent, session_id, lane, request_id) *
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+              $6::bigint[], $7::text[], $8::text[], $9::bigint[],
+              $10::text[], $11::text[], $12::text[], $13::bigint[],
+              $14::text[], $15::integer[], $16::integer[], $17::bigint[],
+              $18::text[], $19::bytea[], $20::text[], $21::text[])
+    WITH ORDINALITY AS u(agent, session_id, lane, request_id, from_us,
+                         until_us, provider, model, request_time_us,
+                         system_hash, system_sections, tool_list_hash,
+                         tool_count, options_hash, cache_enabled,
+                         cache_automatic, cache_ttl_seconds, breakpoints,
+                         message_chain, expected_drop, tool_order_policy,
+                         ord)
+  ORDER BY agent, session_id, lane, request_id, ord),
+)sql" CACHEWATCH_PG_EXISTING R"sql(,
 updated AS (
-  UPDATE turns SET
-    provider = $7::text, model = $8::text, request_time_us = $9::bigint,
-    snapshot_received = 1, system_hash = $10::text,
-    system_sections = $11::text, tool_list_hash = $12::text,
-    tool_count = $13::bigint, options_hash = $14::text,
-    cache_enabled = $15::integer, cache_automatic = $16::integer,
-    cache_ttl_seconds = $17::bigint, breakpoints = $18::text,
-    message_chain = $19::bytea, expected_drop = $20::text,
-    tool_order_policy = $21::text)sql" CACHEWATCH_PG_THIS_TURN R"sql(
-    AND snapshot_received = 0
+  UPDATE turns AS t SET
+    provider = i.provider, model = i.model,
+    request_time_us = i.request_time_us, snapshot_received = 1,
+    system_hash = i.system_hash, system_sections = i.system_sections,
+    tool_list_hash = i.tool_list_hash, tool_count = i.tool_count,
+    options_hash = i.options_hash, cache_enabled = i.cache_enabled,
+    cache_automatic = i.cache_automatic,
+    cache_ttl_seconds = i.cache_ttl_seconds, breakpoints = i.breakpoints,
+    message_chain = i.message_chain, expected_drop = i.expected_drop,
+    tool_order_policy = i.tool_order_policy)sql" CACHEWATCH_PG_THIS_TURN R"sql(
+    AND t.snapshot_received = 0
   RETURNING 1)
 INSERT INTO turns (
   agent, session_id, lane, request_id, provider, model, request_time_us,
   snapshot_received, system_hash, system_sections, tool_list_hash, tool_count,
   options_hash, cache_enabled, cache_automatic, cache_ttl_seconds, breakpoints,
   message_chain, expected_drop, tool_order_policy, received_at_us)
-SELECT $1::text, $2::text, $3::text, $4::text, $7::text, $8::text,
-  $9::bigint, 1, $10::text, $11::text, $12::text, $13::bigint, $14::text,
-  $15::integer, $16::integer, $17::bigint, $18::text, $19::bytea, $20::text,
-  $21::text, $22::bigint
-WHERE NOT EXISTS (SELECT 1 FROM existing)
+SELECT i.agent, i.session_id, i.lane, i.request_id, i.provider, i.model,
+  i.request_time_us, 1, i.system_hash, i.system_sections, i.tool_list_hash,
+  i.tool_count, i.options_hash, i.cache_enabled, i.cache_automatic,
+  i.cache_ttl_seconds, i.breakpoints, i.message_chain, i.expected_drop,
+  i.tool_order_policy, $22::bigint
+FROM input AS i JOIN existing AS e ON e.ord = i.ord
+WHERE e.found_us IS NULL
 ON CONFLICT (agent, session_id, lane, request_id, request_time_us)
   DO NOTHING)sql";
 
-// A retried usage changes nothing. $9: the response time (NULL when
-// absent); $10: the request time of a new row (the response time, else the
+// A retried usage changes nothing. response_time_us: NULL when absent;
+// new_time_us: the request time of a new row (the response time, else the
 // daemon's clock).
-inline constexpr const char* kPgUpsertUsage = CACHEWATCH_PG_FIND_TURN R"sql(,
+inline constexpr const char* kPgUpsertUsages = R"sql(
+WITH input AS (
+  SELECT DISTINCT ON (agent, session_id, lane, request_id) *
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+              $6::bigint[], $7::text[], $8::text[], $9::bigint[],
+              $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[],
+              $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[],
+              $18::text[], $19::text[], $20::bigint[])
+    WITH ORDINALITY AS u(agent, session_id, lane, request_id, from_us,
+                         until_us, provider, model, response_time_us,
+                         new_time_us, uncached_input_tokens,
+                         cache_read_tokens, cache_write_tokens,
+                         cache_write_5m_tokens, cache_write_1h_tokens,
+                         output_tokens, prompt_total_tokens, raw_usage_json,
+                         provider_miss_reason, provider_missed_tokens, ord)
+  ORDER BY agent, session_id, lane, request_id, ord),
+)sql" CACHEWATCH_PG_EXISTING R"sql(,
 updated AS (
-  UPDATE turns SET
-    provider = coalesce(provider, $7::text),
-    model = coalesce(model, $8::text),
-    response_time_us = $9::bigint, usage_received = 1,
-    uncached_input_tokens = $11::bigint, cache_read_tokens = $12::bigint,
-    cache_write_tokens = $13::bigint, cache_write_5m_tokens = $14::bigint,
-    cache_write_1h_tokens = $15::bigint, output_tokens = $16::bigint,
-    prompt_total_tokens = $17::bigint, raw_usage_json = $18::text,
-    provider_miss_reason = $19::text,
-    provider_missed_tokens = $20::bigint)sql" CACHEWATCH_PG_THIS_TURN R"sql(
-    AND usage_received = 0
+  UPDATE turns AS t SET
+    provider = coalesce(t.provider, i.provider),
+    model = coalesce(t.model, i.model),
+    response_time_us = i.response_time_us, usage_received = 1,
+    uncached_input_tokens = i.uncached_input_tokens,
+    cache_read_tokens = i.cache_read_tokens,
+    cache_write_tokens = i.cache_write_tokens,
+    cache_write_5m_tokens = i.cache_write_5m_tokens,
+    cache_write_1h_tokens = i.cache_write_1h_tokens,
+    output_tokens = i.output_tokens,
+    prompt_total_tokens = i.prompt_total_tokens,
+    raw_usage_json = i.raw_usage_json,
+    provider_miss_reason = i.provider_miss_reason,
+    provider_missed_tokens = i.provider_missed_tokens)sql" CACHEWATCH_PG_THIS_TURN
+                                               R"sql(
+    AND t.usage_received = 0
   RETURNING 1)
 INSERT INTO turns (
   agent, session_id, lane, request_id, provider, model, request_time_us,
@@ -108,39 +158,56 @@ INSERT INTO turns (
   cache_write_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
   output_tokens, prompt_total_tokens, raw_usage_json, provider_miss_reason,
   provider_missed_tokens, received_at_us)
-SELECT $1::text, $2::text, $3::text, $4::text, $7::text, $8::text,
-  $10::bigint, $9::bigint, 1, $11::bigint, $12::bigint, $13::bigint,
-  $14::bigint, $15::bigint, $16::bigint, $17::bigint, $18::text, $19::text,
-  $20::bigint, $21::bigint
-WHERE NOT EXISTS (SELECT 1 FROM existing)
+SELECT i.agent, i.session_id, i.lane, i.request_id, i.provider, i.model,
+  i.new_time_us, i.response_time_us, 1, i.uncached_input_tokens,
+  i.cache_read_tokens, i.cache_write_tokens, i.cache_write_5m_tokens,
+  i.cache_write_1h_tokens, i.output_tokens, i.prompt_total_tokens,
+  i.raw_usage_json, i.provider_miss_reason, i.provider_missed_tokens,
+  $21::bigint
+FROM input AS i JOIN existing AS e ON e.ord = i.ord
+WHERE e.found_us IS NULL
 ON CONFLICT (agent, session_id, lane, request_id, request_time_us)
   DO NOTHING)sql";
 
 // Only a turn not classified yet (no verdict, or 'pending') takes a verdict:
 // a stored final verdict is never rewritten, whatever a retry or another
-// daemon brings. $7: the request time of a new row (the break's, else the
+// daemon brings. A classification's turn is looked up whatever its time (a
+// row made by a record without a time of its own is at the daemon's clock);
+// new_time_us: the request time of a new row (the break's, else the
 // daemon's clock).
-inline constexpr const char* kPgUpsertClassification =
-    CACHEWATCH_PG_FIND_TURN R"sql(,
+inline constexpr const char* kPgUpsertClassifications = R"sql(
+WITH input AS (
+  SELECT DISTINCT ON (agent, session_id, lane, request_id) *
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+              $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[],
+              $11::text[], $12::bigint[], $13::bigint[])
+    WITH ORDINALITY AS u(agent, session_id, lane, request_id, from_us,
+                         until_us, new_time_us, expected_drop, verdict,
+                         primary_reason, break_id, expected_reuse_tokens,
+                         missed_tokens, ord)
+  ORDER BY agent, session_id, lane, request_id, verdict = 'pending', ord),
+)sql" CACHEWATCH_PG_EXISTING R"sql(,
 updated AS (
-  UPDATE turns SET
-    expected_drop = coalesce(expected_drop, $8::text),
-    verdict = $9::text, primary_reason = $10::text, break_id = $11::text,
-    expected_reuse_tokens = $12::bigint,
-    missed_tokens = $13::bigint)sql" CACHEWATCH_PG_THIS_TURN R"sql(
-    AND (verdict IS NULL OR (verdict = 'pending' AND $9::text <> 'pending'))
+  UPDATE turns AS t SET
+    expected_drop = coalesce(t.expected_drop, i.expected_drop),
+    verdict = i.verdict, primary_reason = i.primary_reason,
+    break_id = i.break_id, expected_reuse_tokens = i.expected_reuse_tokens,
+    missed_tokens = i.missed_tokens)sql" CACHEWATCH_PG_THIS_TURN R"sql(
+    AND (t.verdict IS NULL OR (t.verdict = 'pending' AND i.verdict <> 'pending'))
   RETURNING 1)
 INSERT INTO turns (
   agent, session_id, lane, request_id, request_time_us, expected_drop,
   verdict, primary_reason, break_id, expected_reuse_tokens, missed_tokens,
   received_at_us)
-SELECT $1::text, $2::text, $3::text, $4::text, $7::bigint, $8::text,
-  $9::text, $10::text, $11::text, $12::bigint, $13::bigint, $14::bigint
-WHERE NOT EXISTS (SELECT 1 FROM existing)
+SELECT i.agent, i.session_id, i.lane, i.request_id, i.new_time_us,
+  i.expected_drop, i.verdict, i.primary_reason, i.break_id,
+  i.expected_reuse_tokens, i.missed_tokens, $14::bigint
+FROM input AS i JOIN existing AS e ON e.ord = i.ord
+WHERE e.found_us IS NULL
 ON CONFLICT (agent, session_id, lane, request_id, request_time_us)
   DO NOTHING)sql";
 
-#undef CACHEWATCH_PG_FIND_TURN
+#undef CACHEWATCH_PG_EXISTING
 #undef CACHEWATCH_PG_THIS_TURN
 
 // A break, after its turn's classification: only when the turn took it (the

@@ -50,12 +50,13 @@ absl::Status SetUpSession(PgConnection& connection) {
   return connection.Exec(
       "SET synchronous_commit = on; SET lock_timeout = '30s'; "
       "SET TIME ZONE 'UTC'; SET client_min_messages = warning; "
-      "SET plan_cache_mode = auto");
+      "SET plan_cache_mode = force_generic_plan");
 }
 
 // Lanes whose last read write_seq a store remembers at most.
 constexpr size_t kMaxSeenLanes = size_t{1} << 22;
-// Commit attempts of a batch whose claims found stale lanes.
+// Commit attempts of a batch whose claims found stale lanes or that hit a
+// deadlock.
 constexpr int kMaxClaimAttempts = 4;
 
 // A random id for this store's claims.
@@ -102,7 +103,77 @@ void AddTime(PgParams& params, bool present,
   }
 }
 
-// The statements of one commit, built record by record.
+// The array parameters of a set-based statement (pg_write_statements.h):
+// one text-format array literal per column, a row at a time.
+class ArrayColumns {
+ public:
+  explicit ArrayColumns(size_t columns) : columns_(columns) {}
+
+  // Starts the next row; its values follow in column order.
+  ArrayColumns& Row() {
+    next_ = 0;
+    ++rows_;
+    return *this;
+  }
+  ArrayColumns& Text(std::string_view value) {
+    std::string& column = Next();
+    column.push_back('"');
+    for (char c : value) {
+      if (c == '"' || c == '\\') column.push_back('\\');
+      column.push_back(c);
+    }
+    column.push_back('"');
+    return *this;
+  }
+  ArrayColumns& TextOrNull(std::string_view value) {
+    return value.empty() ? Null() : Text(value);
+  }
+  ArrayColumns& Int(int64_t value) {
+    absl::StrAppend(&Next(), value);
+    return *this;
+  }
+  // A bytea element, as its hex text form.
+  ArrayColumns& BytesOrNull(std::string_view value) {
+    if (value.empty()) return Null();
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string& column = Next();
+    column += "\"\\\\x";
+    for (unsigned char c : value) {
+      column.push_back(kHex[c >> 4]);
+      column.push_back(kHex[c & 15]);
+    }
+    column.push_back('"');
+    return *this;
+  }
+  ArrayColumns& Null() {
+    Next() += "NULL";
+    return *this;
+  }
+
+  size_t rows() const { return rows_; }
+  // The arrays as parameters, then `scalars` appended by the caller.
+  PgParams Params() const {
+    PgParams params;
+    for (const std::string& column : columns_) {
+      params.Text(absl::StrCat("{", column, "}"));
+    }
+    return params;
+  }
+
+ private:
+  std::string& Next() {
+    std::string& column = columns_[next_++];
+    if (rows_ > 1) column.push_back(',');
+    return column;
+  }
+
+  std::vector<std::string> columns_;
+  size_t next_ = 0;
+  size_t rows_ = 0;
+};
+
+// The statements of one commit: the turn rows set-based (one statement per
+// record kind), tool lists and breaks one statement each.
 class BatchBuilder {
  public:
   explicit BatchBuilder(int64_t now_us) : now_us_(now_us) {
@@ -131,7 +202,8 @@ class BatchBuilder {
         snapshot.has_request_time()
             ? TimeUtil::TimestampToMicroseconds(snapshot.request_time())
             : now_us_;
-    PgParams params = KeyParams(write.key, snapshot.request_id(), time_us);
+    ArrayColumns& params =
+        KeyColumns(snapshots_, write.key, snapshot.request_id(), time_us);
     params.TextOrNull(ProviderText(snapshot.provider()))
         .TextOrNull(snapshot.model())
         .Int(time_us)
@@ -155,9 +227,7 @@ class BatchBuilder {
     }
     params.BytesOrNull(ChainBlob(snapshot.message_chain()))
         .TextOrNull(EnumOrEmpty(snapshot.expected_drop()))
-        .TextOrNull(EnumOrEmpty(snapshot.tool_order_policy()))
-        .Int(now_us_);
-    steps_.push_back({"cw_snapshot", std::move(params)});
+        .TextOrNull(EnumOrEmpty(snapshot.tool_order_policy()));
     Touch(write.key, time_us);
   }
 
@@ -168,9 +238,14 @@ class BatchBuilder {
         usage.has_response_time()
             ? TimeUtil::TimestampToMicroseconds(usage.response_time())
             : now_us_;
-    PgParams params = KeyParams(write.key, usage.request_id(), time_us);
+    ArrayColumns& params =
+        KeyColumns(usages_, write.key, usage.request_id(), time_us);
     params.TextOrNull(ProviderText(usage.provider())).TextOrNull(usage.model());
-    AddTime(params, usage.has_response_time(), usage.response_time());
+    if (usage.has_response_time()) {
+      params.Int(TimeUtil::TimestampToMicroseconds(usage.response_time()));
+    } else {
+      params.Null();
+    }
     params.Int(time_us)
         .Int(normalized.uncached_input_tokens())
         .Int(normalized.cache_read_tokens())
@@ -186,8 +261,7 @@ class BatchBuilder {
     } else {
       params.Null().Null();
     }
-    params.Int(now_us_);
-    steps_.push_back({"cw_usage", std::move(params)});
+
     Touch(write.key, time_us);
   }
 
@@ -203,8 +277,8 @@ class BatchBuilder {
     // Looked up whatever its time: a turn row may have been made by a
     // record without a time of its own (at the daemon's clock), and a
     // second verdict must find it to leave it standing.
-    PgParams params =
-        KeyParams(write.key, write.request_id, kMinTime, kMaxTime);
+    ArrayColumns& params = KeyColumns(classifications_, write.key,
+                                      write.request_id, kMinTime, kMaxTime);
     params.Int(time_us.value_or(now_us_))
         .TextOrNull(EnumOrEmpty(classification.expected_drop()))
         .TextOrNull(EnumOrEmpty(classification.verdict()));
@@ -214,9 +288,7 @@ class BatchBuilder {
       params.Null().Null();
     }
     params.Int(classification.expected_reuse_tokens())
-        .Int(classification.missed_tokens())
-        .Int(now_us_);
-    steps_.push_back({"cw_classification", std::move(params)});
+        .Int(classification.missed_tokens());
     Touch(write.key, time_us.value_or(now_us_));
     if (is_break) AddBreak(write.key, event, time_us.value_or(now_us_));
   }
@@ -251,6 +323,15 @@ class BatchBuilder {
         .Text(PgTextArray(sessions))
         .Text(PgTextArray(lanes))
         .Text(seqs);
+    const std::pair<const char*, const ArrayColumns*> rows[] = {
+        {"cw_snapshots", &snapshots_},
+        {"cw_usages", &usages_},
+        {"cw_classifications", &classifications_}};
+    for (const auto& [statement, columns] : rows) {
+      if (columns->rows() == 0) continue;
+      steps_.push_back({statement, columns->Params().Int(now_us_)});
+    }
+    for (PgPipelineStep& step : breaks_) steps_.push_back(std::move(step));
     steps_.push_back({"cw_commit", {}});
     return std::move(steps_);
   }
@@ -260,22 +341,23 @@ class BatchBuilder {
   }
 
  private:
-  PgParams KeyParams(const LaneKey& key, const std::string& request_id,
-                     int64_t time_us) {
-    return KeyParams(key, request_id, time_us - kTurnWindowUs,
-                     time_us + kTurnWindowUs);
+  static ArrayColumns& KeyColumns(ArrayColumns& columns, const LaneKey& key,
+                                  const std::string& request_id,
+                                  int64_t time_us) {
+    return KeyColumns(columns, key, request_id, time_us - kTurnWindowUs,
+                      time_us + kTurnWindowUs);
   }
 
-  static PgParams KeyParams(const LaneKey& key, const std::string& request_id,
-                            int64_t from_us, int64_t until_us) {
-    PgParams params;
-    params.Text(key.agent)
+  static ArrayColumns& KeyColumns(ArrayColumns& columns, const LaneKey& key,
+                                  const std::string& request_id,
+                                  int64_t from_us, int64_t until_us) {
+    return columns.Row()
+        .Text(key.agent)
         .Text(key.session_id)
         .Text(LaneColumn(key))
         .Text(request_id)
         .Int(from_us)
         .Int(until_us);
-    return params;
   }
 
   void Touch(const LaneKey& key, int64_t time_us) {
@@ -331,12 +413,16 @@ class BatchBuilder {
     }
     params.TextOrNull(EnumOrEmpty(event.provider_agreement()))
         .Bytes(event.SerializeAsString());
-    steps_.push_back({"cw_break", std::move(params)});
+    breaks_.push_back({"cw_break", std::move(params)});
     days_.insert(PgDayOf(time_us));
   }
 
   const int64_t now_us_;
   std::vector<PgPipelineStep> steps_;
+  ArrayColumns snapshots_{21};
+  ArrayColumns usages_{20};
+  ArrayColumns classifications_{13};
+  std::vector<PgPipelineStep> breaks_;  // After the classifications.
   std::set<std::string> tool_lists_;
   std::map<int64_t, LaneKey> lanes_;  // By lock key: the locking order.
   std::set<int64_t> days_;
@@ -349,9 +435,9 @@ absl::Status PrepareWriteStatements(PgConnection& connection) {
       {"cw_lock_lanes", kPgLockLanes},
       {"cw_claim_lanes", kPgClaimLanes},
       {"cw_tool_list", kPgInsertToolList},
-      {"cw_snapshot", kPgUpsertSnapshot},
-      {"cw_usage", kPgUpsertUsage},
-      {"cw_classification", kPgUpsertClassification},
+      {"cw_snapshots", kPgUpsertSnapshots},
+      {"cw_usages", kPgUpsertUsages},
+      {"cw_classifications", kPgUpsertClassifications},
       {"cw_break", kPgInsertBreak},
   };
   for (const auto& [name, sql] : statements) {
@@ -593,7 +679,11 @@ void PostgresStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
       }
       status = CommitUnits(units, absl::ToUnixMicros(start), claimed);
     }
-    if (SqlState(status) != "CW001" || attempt == kMaxClaimAttempts) break;
+    if (attempt == kMaxClaimAttempts) break;
+    // A deadlock or serialization failure rolled the transaction back
+    // (tool lists and turn rows two daemons write at once): try again.
+    if (SqlState(status).starts_with("40")) continue;
+    if (SqlState(status) != "CW001") break;
     std::set<int64_t> stale;
     for (size_t position : StalePositions(status)) {
       if (position >= 1 && position <= claimed.size()) {
@@ -718,17 +808,20 @@ DELETE FROM tool_lists WHERE list_hash IN (
 }
 
 absl::Status PostgresStore::ProbeWritable() {
-  absl::StatusOr<PgPool::Lease> connection = readers_->Acquire();
-  absl::Status status = connection.ok()
-                            ? (*connection)
-                                  ->Exec(
-                                      "BEGIN READ WRITE; "
-                                      "SELECT pg_current_xact_id(); "
-                                      "ROLLBACK")
-                            : connection.status();
-  if (status.ok()) return status;
-  if (connection.ok() && (*connection)->ok()) {
-    (*connection)->Exec("ROLLBACK").IgnoreError();
+  absl::Status status;
+  // Twice: the first connection leased may be one the server dropped since
+  // (a restart), which the pool replaces.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<PgPool::Lease> connection = readers_->Acquire();
+    status = connection.ok() ? (*connection)
+                                   ->Exec(
+                                       "BEGIN READ WRITE; "
+                                       "SELECT pg_current_xact_id(); ROLLBACK")
+                             : connection.status();
+    if (status.ok()) return status;
+    if (connection.ok() && (*connection)->ok()) {
+      (*connection)->Exec("ROLLBACK").IgnoreError();
+    }
   }
   return absl::UnavailableError(
       absl::StrCat("PostgreSQL cannot write: ", status.message()));

@@ -187,7 +187,11 @@ TEST_F(PostgresStoreTest, TwoStoresWritingTheSameTurnsStoreThemOnce) {
       std::vector<StoreWrite> unit = TurnUnit(
           key, id, kT0 + i * kSecond, Classified(key, id, v1::VERDICT_OK));
       if (store == first.get()) std::swap(unit[0], unit[1]);
-      if (!store->Write(std::move(unit)).ok()) ++failures;
+      const absl::Status written = store->Write(std::move(unit));
+      if (!written.ok()) {
+        ++failures;
+        ADD_FAILURE() << written;
+      }
     }
   };
   std::thread a(write_all, first.get());
