@@ -21,8 +21,8 @@
 #include "daemon/pipeline/ingest_pipeline.h"
 #include "daemon/receiver/grpc/cachewatch_service.h"
 #include "daemon/receiver/grpc/client_gate.h"
-#include "daemon/store/postgres/postgres_store.h"
 #include "daemon/receiver/proxy/proxy_receiver.h"
+#include "daemon/store/postgres/postgres_store.h"
 #include "daemon/store/sqlite/sqlite_store.h"
 #include "daemon/telemetry/telemetry.h"
 #include "daemon/util/file.h"
@@ -330,8 +330,8 @@ int RunServer(const Config& config, const std::string& version) {
                                                           kFinalCallsGrace)));
     server->Wait();
   }
-  proxy.reset();   // Stops forwarding; observes and commits what is queued.
-  store.reset();   // Drains the queue and commits.
+  proxy.reset();  // Stops forwarding; observes and commits what is queued.
+  store.reset();  // Drains the queue and commits.
   Log(LogLevel::kInfo, "stopped");
   return 0;
 }
