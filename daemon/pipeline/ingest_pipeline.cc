@@ -263,8 +263,10 @@ void IngestPipeline::Commit(std::vector<ProcessedRecord*> records) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count(),
         count, committed.ok());
-    // A full queue is back-pressure, not an unhealthy store.
-    if (committed.code() != absl::StatusCode::kResourceExhausted) {
+    // A full queue is back-pressure, and a stale lane this daemon's cache,
+    // not an unhealthy store.
+    if (committed.code() != absl::StatusCode::kResourceExhausted &&
+        committed.code() != absl::StatusCode::kAborted) {
       telemetry_->SetStoreHealthy(committed.ok());
     }
   }
