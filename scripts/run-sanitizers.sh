@@ -50,6 +50,7 @@ run_asan() {
 run_tsan() {
   configure build-tsan thread
   local tests=(daemon/pipeline/pipeline_test daemon/store/sqlite/store_test
+    daemon/store/postgres/store_postgres_test
     daemon/exporter/exporter_test daemon/exporter/watch/break_hub_test
     client/reporter_test daemon/receiver/proxy/proxy_observe_test)
   cmake --build build-tsan -j"$JOBS" --target "${tests[@]##*/}"

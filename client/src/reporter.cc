@@ -118,6 +118,23 @@ ReporterStats Reporter::stats() const {
   return stats_;
 }
 
+bool Reporter::Healthy() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const bool idle = queue_.empty() && resend_.empty() && unacked_.empty();
+  if (!failing_) {
+    // A stream waiting for the channel (wait_for_ready) does not break:
+    // records outstanding on a channel that failed to connect count too.
+    if (idle || channel_->GetState(/*try_to_connect=*/false) !=
+                    GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      return true;
+    }
+    failing_ = true;
+    return false;
+  }
+  return idle &&
+         channel_->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY;
+}
+
 void Reporter::Run() {
   std::unique_ptr<v1::CacheWatch::Stub> stub =
       v1::CacheWatch::NewStub(channel_);
@@ -198,6 +215,10 @@ void Reporter::RunStream(v1::CacheWatch::Stub& stub) {
   std::lock_guard<std::mutex> lock(mutex_);
   context_ = nullptr;
   stats_.connected = false;
+  if (!stopping_ &&
+      (!unacked_.empty() || !resend_.empty() || !queue_.empty())) {
+    failing_ = true;
+  }
   resend_.merge(unacked_);
   unacked_by_key_.clear();
 }
@@ -226,9 +247,11 @@ void Reporter::HandleAck(const v1::RecordAck& ack) {
     if (keyed->second.empty()) unacked_by_key_.erase(keyed);
     auto node = unacked_.extract(sequence);
     if (ack.code() == grpc::StatusCode::OK) {
+      failing_ = false;
       ++stats_.acked;
       backoff_ = options_.initial_backoff;
     } else if (Retryable(ack.code())) {
+      failing_ = true;
       resend_.insert(std::move(node));
       const steady_clock::time_point now = steady_clock::now();
       if (now >= resume_at_) resume_at_ = now + NextBackoff();

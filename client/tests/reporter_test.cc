@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,7 +25,9 @@
 #include <thread>
 #include <vector>
 
+#include "cachewatch/client/fleet_reporter.h"
 #include "tests/support/daemon_process.h"
+#include "tests/support/stored_rows.h"
 
 namespace cachewatch::client {
 namespace {
@@ -79,7 +82,8 @@ v1::Usage Usage(const std::string& session, int turn) {
 }
 
 // Reports turns [first, first + count) of `session`, snapshot then usage.
-void ReportTurns(Reporter& reporter, const std::string& session, int first,
+template <typename AnyReporter>
+void ReportTurns(AnyReporter& reporter, const std::string& session, int first,
                  int count) {
   for (int turn = first; turn < first + count; ++turn) {
     EXPECT_TRUE(reporter.ReportSnapshot(Snapshot(session, turn)));
@@ -470,6 +474,97 @@ TEST(ReporterTest, SendsAgainWhatAFullStoreCouldNotTake) {
   EXPECT_EQ(stats.retried, 20u);
   EXPECT_EQ(stats.sent, 40u);
   EXPECT_EQ(stats.rejected, 0u);
+}
+
+TEST(FleetReporterTest, RendezvousOrderIsStableSpreadAndMovesOnlyTheLost) {
+  const std::vector<std::string> all = {"a:1", "b:2", "c:3"};
+  std::map<std::string, int> firsts;
+  for (int i = 0; i < 300; ++i) {
+    const std::string lane = LaneKeyOf("agent", "s" + std::to_string(i), "");
+    const std::vector<std::string> order = RendezvousOrder(lane, all);
+    EXPECT_EQ(order, RendezvousOrder(lane, {"c:3", "b:2", "a:1"}));
+    ++firsts[order.front()];
+    if (order.front() != "b:2") {
+      EXPECT_EQ(RendezvousOrder(lane, {"a:1", "c:3"}).front(), order.front());
+    }
+  }
+  for (const std::string& address : all) EXPECT_GT(firsts[address], 50);
+  EXPECT_EQ(LaneKeyOf("x", "s", ""), LaneKeyOf("x", "s", "main"));
+}
+
+// The stored request ids of `session` in the daemon's database.
+std::vector<std::string> StoredIds(const std::string& db,
+                                   const std::string& session) {
+  return testing::StoredRows(db,
+                             "SELECT request_id FROM turns WHERE "
+                             "session_id = '" +
+                                 session + "' ORDER BY request_id");
+}
+
+template <typename Check>
+bool Eventually(Check check) {
+  for (int i = 0; i < 300; ++i) {
+    if (check()) return true;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return check();
+}
+
+TEST(FleetReporterTest, LanesStayFailOverAndComeBack) {
+  TempDir dir;
+  const std::vector<std::string> addresses = {FreeAddress(), FreeAddress()};
+  const std::vector<std::string> dbs = {dir.File("a.db"), dir.File("b.db")};
+  std::vector<std::unique_ptr<DaemonProcess>> daemons;
+  for (int i = 0; i < 2; ++i) {
+    daemons.push_back(std::make_unique<DaemonProcess>());
+    ASSERT_TRUE(daemons[i]->Start(dbs[i], {"--listen=" + addresses[i]}));
+  }
+  FleetReporter fleet({.addresses = addresses,
+                       .reporter = {.initial_backoff = milliseconds(20),
+                                    .max_backoff = milliseconds(200),
+                                    .flush_timeout = milliseconds(0)}});
+  // Ten lanes of two turns: each lane's turns on its first daemon only.
+  for (int lane = 0; lane < 10; ++lane) {
+    ReportTurns(fleet, "lane" + std::to_string(lane), 0, 2);
+  }
+  ASSERT_TRUE(fleet.Flush(seconds(10)));
+  std::string moved;
+  for (int lane = 0; lane < 10; ++lane) {
+    const std::string session = "lane" + std::to_string(lane);
+    const std::string home =
+        RendezvousOrder(LaneKeyOf("reporter-agent", session, ""), addresses)
+            .front();
+    const int at = home == addresses[0] ? 0 : 1;
+    EXPECT_EQ(StoredIds(dbs[at], session),
+              (std::vector<std::string>{"r0", "r1"}));
+    EXPECT_TRUE(StoredIds(dbs[1 - at], session).empty());
+    if (at == 0 && moved.empty()) moved = session;
+  }
+  ASSERT_FALSE(moved.empty()) << "no lane lives on daemon 0";
+
+  daemons[0]->Kill();
+  ReportTurns(fleet, moved, 2, 1);  // Finds daemon 0 gone.
+  ASSERT_TRUE(Eventually([&] {
+    return fleet.AddressFor("reporter-agent", moved, "") == addresses[1];
+  }));
+  ReportTurns(fleet, moved, 3, 1);
+  ASSERT_TRUE(Eventually([&] {
+    const std::vector<std::string> ids = StoredIds(dbs[1], moved);
+    return std::find(ids.begin(), ids.end(), "r3") != ids.end();
+  }));
+
+  // Daemon 0 returns on its address: its queued turn arrives, the lane
+  // comes home.
+  daemons[0] = std::make_unique<DaemonProcess>();
+  ASSERT_TRUE(daemons[0]->Start(dbs[0], {"--listen=" + addresses[0]}));
+  ASSERT_TRUE(Eventually([&] {
+    return fleet.AddressFor("reporter-agent", moved, "") == addresses[0];
+  }));
+  ReportTurns(fleet, moved, 4, 1);
+  ASSERT_TRUE(fleet.Flush(seconds(10)));
+  EXPECT_EQ(StoredIds(dbs[0], moved),
+            (std::vector<std::string>{"r0", "r1", "r2", "r4"}));
+  EXPECT_EQ(StoredIds(dbs[1], moved), (std::vector<std::string>{"r3"}));
 }
 
 }  // namespace

@@ -123,6 +123,9 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
   Add(app, "metrics-listen", config.metrics_listen,
       "Address of the Prometheus /metrics endpoint; empty disables it");
   Add(app, "db-path", config.store.path, "SQLite database file");
+  Add(app, "store", config.store_url,
+      "PostgreSQL URL (postgresql://user@host:5432/db) of a store shared by "
+      "several daemons, instead of SQLite at --db-path (docs/FLEET.md)");
   Add(app, "retention-hours", config.retention_hours,
       "Delete turns and breaks older than this; 0 keeps everything")
       ->check(CLI::NonNegativeNumber);
@@ -264,6 +267,13 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
     return ConfigExit{2,
                       "--tls-cert and --tls-key go together, and "
                       "--tls-client-ca needs them\n"};
+  }
+  if (!config.store_url.empty() &&
+      !config.store_url.starts_with("postgres://") &&
+      !config.store_url.starts_with("postgresql://")) {
+    return ConfigExit{2,
+                      "--store: expected a postgres:// or postgresql:// URL "
+                      "(SQLite: --db-path)\n"};
   }
   if (absl::StatusOr<ProxyRoutes> routes =
           ProxyRoutes::Make(config.proxy.upstreams);

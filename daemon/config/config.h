@@ -24,14 +24,17 @@ struct Config {
   std::string listen = "127.0.0.1:50051";         // gRPC address.
   std::string metrics_listen = "127.0.0.1:9464";  // "" disables /metrics.
   StoreOptions store;                             // db-path etc.
-  ClassifierOptions classifier;                   // thresholds, TTLs, prices
-  TrackerOptions tracker;                         // lanes, timeouts
-  ValidationLimits limits;                        // tools, names, times
-  int max_message_bytes = 4 * 1024 * 1024;        // Larger: RESOURCE_EXHAUSTED.
-  int64_t retention_hours = 24 * 30;              // 0 keeps everything.
-  size_t max_label_values = 100;                  // Per metric label.
-  size_t max_metric_series = 500;                 // Label sets per kind.
-  size_t watch_buffer = 1024;                     // Breaks per subscriber.
+  // A PostgreSQL URL (postgres:// or postgresql://): the store shared by a
+  // fleet of daemons (docs/FLEET.md); empty: SQLite at store.path.
+  std::string store_url;
+  ClassifierOptions classifier;             // thresholds, TTLs, prices
+  TrackerOptions tracker;                   // lanes, timeouts
+  ValidationLimits limits;                  // tools, names, times
+  int max_message_bytes = 4 * 1024 * 1024;  // Larger: RESOURCE_EXHAUSTED.
+  int64_t retention_hours = 24 * 30;        // 0 keeps everything.
+  size_t max_label_values = 100;            // Per metric label.
+  size_t max_metric_series = 500;           // Label sets per kind.
+  size_t watch_buffer = 1024;               // Breaks per subscriber.
   int tracker_shards = 16;
   int shutdown_grace_seconds = 10;
   std::string log_level = "info";  // debug, info, warn, error

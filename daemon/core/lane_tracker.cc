@@ -62,6 +62,11 @@ void LaneTracker::Forget(
   lanes_.erase(it);
 }
 
+void LaneTracker::Drop(const LaneKey& key) {
+  auto it = lanes_.find(key);
+  if (it != lanes_.end()) Forget(it);
+}
+
 LaneTracker::RememberedTurn LaneTracker::RememberedTurn::Of(
     const std::string& request_id,
     const v1::TurnClassification& classification) {

@@ -130,6 +130,11 @@ class LaneTracker {
   // next record.
   bool HasLane(const LaneKey& key) const { return lanes_.contains(key); }
 
+  // Forgets lane `key` (a no-op when not held): its cached state is stale
+  // (another daemon wrote it since, daemon/store/stale_lanes.h), and its
+  // next record reads it from the store again.
+  void Drop(const LaneKey& key);
+
   // Seeds lane `key` with its state as the store holds it: its baseline and
   // TTL, the answers a retry gets (the newest remembered_request_ids of
   // `state.answered`) and its waiting turns, whose pending timeouts run from

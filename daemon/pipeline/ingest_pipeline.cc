@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "daemon/store/stale_lanes.h"
 #include "daemon/util/log.h"
 #include "daemon/util/status_macros.h"
 
@@ -86,7 +87,11 @@ absl::StatusOr<size_t> IngestPipeline::RestoreLanes() {
   if (!released.empty()) {
     std::vector<StoreWrite> writes;
     AddClassifications(released, writes);
-    CACHEWATCH_RETURN_IF_ERROR(store_->Write(std::move(writes)));
+    if (absl::Status written = store_->Write(std::move(writes));
+        !written.ok()) {
+      DropStaleLanes(written);
+      return written;
+    }
     Export(released);
   }
   return recent.size();
@@ -255,10 +260,16 @@ void IngestPipeline::Commit(std::vector<ProcessedRecord*> records) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count(),
         count, committed.ok());
-    // A full queue is back-pressure, not an unhealthy store.
-    if (committed.code() != absl::StatusCode::kResourceExhausted) {
+    // A full queue is back-pressure, and a stale lane this daemon's cache,
+    // not an unhealthy store.
+    if (committed.code() != absl::StatusCode::kResourceExhausted &&
+        committed.code() != absl::StatusCode::kAborted) {
       telemetry_->SetStoreHealthy(committed.ok());
     }
+  }
+  if (DropStaleLanes(committed)) {
+    // Retried by the client, its records are tracked again from the store.
+    committed = absl::UnavailableError(committed.message());
   }
   for (ProcessedRecord* record : records) {
     if (!record->status.ok()) continue;  // Counted when it was rejected.
@@ -266,6 +277,16 @@ void IngestPipeline::Commit(std::vector<ProcessedRecord*> records) {
     CountOutcome(*record);
     if (committed.ok()) Export(record->classified);
   }
+}
+
+bool IngestPipeline::DropStaleLanes(const absl::Status& status) {
+  const std::vector<LaneKey> stale = StaleLanesOf(status);
+  for (const LaneKey& key : stale) {
+    Shard& shard = ShardFor(key);
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    shard.tracker->Drop(key);
+  }
+  return !stale.empty();
 }
 
 void IngestPipeline::CountOutcome(const ProcessedRecord& record) {
@@ -292,6 +313,7 @@ void IngestPipeline::Maintain() {
     // Released turns not stored now stay pending in the store; their
     // records themselves are durable already.
     const absl::Status stored = store_->Write(std::move(writes));
+    DropStaleLanes(stored);
     if (stored.ok()) {
       Export(released);
     } else {

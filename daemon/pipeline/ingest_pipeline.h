@@ -19,7 +19,11 @@
 // record answered before is a duplicate. A record that may retry a turn its
 // lane no longer remembers is answered from the store's classification
 // (LaneTracker::MayHaveForgotten). Lookups run without the shard's lock,
-// so a miss holds up neither the shard's other lanes nor other misses.
+// so a miss holds up neither the shard's other lanes nor other misses. On a
+// store shared by several daemons a held lane can be stale (another daemon
+// wrote it since): the store then refuses the write (StaleLanesError), the
+// lane is forgotten and the records are answered UNAVAILABLE, so that their
+// retry reads the lane again (docs/FLEET.md).
 //
 // Processing is split in two steps so that a stream can commit many records
 // in one store write: Process() (validation, lane lookups, tracking) and
@@ -134,6 +138,9 @@ class IngestPipeline {
   // How far back a lane lookup at `now_us` reads.
   LaneLookup LookupAt(int64_t now_us) const;
   void CountOutcome(const ProcessedRecord& record);
+  // Forgets the lanes a failed store write found stale (a shared store,
+  // daemon/store/stale_lanes.h); whether there were any.
+  bool DropStaleLanes(const absl::Status& status);
   void Export(const std::vector<ClassifiedTurn>& classified);
   static void AddClassifications(const std::vector<ClassifiedTurn>& classified,
                                  std::vector<StoreWrite>& writes);

@@ -22,6 +22,7 @@
 #include "daemon/receiver/grpc/cachewatch_service.h"
 #include "daemon/receiver/grpc/client_gate.h"
 #include "daemon/receiver/proxy/proxy_receiver.h"
+#include "daemon/store/postgres/postgres_store.h"
 #include "daemon/store/sqlite/sqlite_store.h"
 #include "daemon/telemetry/telemetry.h"
 #include "daemon/util/file.h"
@@ -139,6 +140,17 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
   return grpc::SslServerCredentials(options);
 }
 
+// The store as logged: the SQLite path, or the PostgreSQL URL without its
+// user and password.
+std::string StoreName(const Config& config) {
+  if (config.store_url.empty()) return config.store.path;
+  const size_t scheme = config.store_url.find("://") + 3;
+  const size_t at = config.store_url.find('@', scheme);
+  return at == std::string::npos ? config.store_url
+                                 : config.store_url.substr(0, scheme) +
+                                       config.store_url.substr(at + 1);
+}
+
 }  // namespace
 
 int RunServer(const Config& config, const std::string& version) {
@@ -166,13 +178,38 @@ int RunServer(const Config& config, const std::string& version) {
   metrics_options.max_series = config.max_metric_series;
   TurnMetrics turn_metrics(metrics_options, registry);
 
-  absl::StatusOr<std::unique_ptr<SqliteStore>> store =
-      SqliteStore::Open(config.store);
-  if (!store.ok()) {
-    Log(LogLevel::kError, "cannot open the store",
-        {{"path", config.store.path},
-         {"error", std::string(store.status().message())}});
-    return 1;
+  // The store: PostgreSQL when --store names a server, else SQLite at
+  // --db-path. `store` owns it; both point into it.
+  std::unique_ptr<RecordStore> store;
+  BreakQueries* queries = nullptr;
+  const std::string store_name = StoreName(config);
+  if (IsPostgresUrl(config.store_url)) {
+    PostgresStoreOptions options;
+    options.url = config.store_url;
+    options.max_batch_delay = config.store.max_batch_delay;
+    options.max_batch_records = config.store.max_batch_records;
+    options.max_queued_records = config.store.max_queued_records;
+    absl::StatusOr<std::unique_ptr<PostgresStore>> opened =
+        PostgresStore::Open(options);
+    if (!opened.ok()) {
+      Log(LogLevel::kError, "cannot open the store",
+          {{"store", store_name},
+           {"error", std::string(opened.status().message())}});
+      return 1;
+    }
+    queries = opened->get();
+    store = *std::move(opened);
+  } else {
+    absl::StatusOr<std::unique_ptr<SqliteStore>> opened =
+        SqliteStore::Open(config.store);
+    if (!opened.ok()) {
+      Log(LogLevel::kError, "cannot open the store",
+          {{"path", config.store.path},
+           {"error", std::string(opened.status().message())}});
+      return 1;
+    }
+    queries = opened->get();
+    store = *std::move(opened);
   }
 
   std::unique_ptr<prometheus::Exposer> exposer;
@@ -211,14 +248,14 @@ int RunServer(const Config& config, const std::string& version) {
   BreakHub hub(config.watch_buffer);
   ExportFanOut exporters({&turn_metrics, &hub});
   SystemClock clock;
-  IngestPipeline pipeline(PipelineOptionsFrom(config), store->get(), &exporters,
+  IngestPipeline pipeline(PipelineOptionsFrom(config), store.get(), &exporters,
                           &telemetry, &clock);
   absl::StatusOr<size_t> restored = pipeline.RestoreLanes();
   if (!restored.ok()) {
     Log(LogLevel::kWarn, "could not reload recent lanes",
         {{"error", std::string(restored.status().message())}});
   }
-  CacheWatchService service(&pipeline, store->get(), &hub, &gate, &clock);
+  CacheWatchService service(&pipeline, queries, &hub, &gate, &clock);
 
   // The HTTP proxy receiver (docs/PROXY.md), feeding the same pipeline.
   std::unique_ptr<ProxyReceiver> proxy;
@@ -257,7 +294,7 @@ int RunServer(const Config& config, const std::string& version) {
       {{"grpc", host + ":" + std::to_string(grpc_port)},
        {"metrics", metrics_address},
        {"proxy", proxy ? proxy->address() : ""},
-       {"db", config.store.path},
+       {"db", store_name},
        {"tls", !config.tls_cert.empty()},
        {"mtls", !config.tls_client_ca.empty()},
        {"auth", gate.authenticates()},
@@ -266,7 +303,7 @@ int RunServer(const Config& config, const std::string& version) {
 
   int signal_number = 0;
   {
-    const absl::Status writable = (*store)->ProbeWritable();
+    const absl::Status writable = store->ProbeWritable();
     if (!writable.ok()) {
       Log(LogLevel::kWarn, "store cannot write",
           {{"error", std::string(writable.message())}});
@@ -274,7 +311,7 @@ int RunServer(const Config& config, const std::string& version) {
     telemetry.SetStoreHealthy(writable.ok());
     server->GetHealthCheckService()->SetServingStatus(kServiceName,
                                                       writable.ok());
-    MaintenanceLoop maintenance(&pipeline, store->get(), &hub, &telemetry,
+    MaintenanceLoop maintenance(&pipeline, store.get(), &hub, &telemetry,
                                 server->GetHealthCheckService(), writable.ok());
     sigwait(&signals, &signal_number);
     // The shutdown sequence (docs/OPERATIONS.md): health NOT_SERVING first,
@@ -310,8 +347,8 @@ int RunServer(const Config& config, const std::string& version) {
                                                           kFinalCallsGrace)));
     server->Wait();
   }
-  proxy.reset();   // Stops forwarding; observes and commits what is queued.
-  store->reset();  // Drains the queue and commits.
+  proxy.reset();  // Stops forwarding; observes and commits what is queued.
+  store.reset();  // Drains the queue and commits.
   Log(LogLevel::kInfo, "stopped");
   return 0;
 }

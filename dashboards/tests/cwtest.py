@@ -186,12 +186,14 @@ class Processes:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def start_daemon(procs, cachewatchd, db_path, timeout=30):
+def start_daemon(procs, cachewatchd, db_path, timeout=30, extra=None):
     """Starts cachewatchd on loopback ports it picks; returns (child, grpc
-    address, metrics address) from its "listening" log line."""
+    address, metrics address) from its "listening" log line. `extra`: more
+    flags (e.g. --store=postgresql://...)."""
     argv = [cachewatchd, "--listen=127.0.0.1:0",
             "--metrics-listen=127.0.0.1:0", f"--db-path={db_path}"]
     argv += [f"--price={price}" for price in PRICES]
+    argv += extra or []
     child = procs.add(Child("cachewatchd", argv))
 
     def listening(line):
@@ -254,3 +256,88 @@ def require_executable(path, what):
               "install it with scripts/install-deps.sh")
         sys.exit(77)
     return path
+
+
+PG_BINDIR = os.environ.get("CACHEWATCH_PG_BINDIR",
+                           "/usr/lib/postgresql/15/bin")
+PG_USER = "cachewatch-test"  # Runs the server when the test runs as root.
+
+
+def postgres_available():
+    return all(os.access(os.path.join(PG_BINDIR, b), os.X_OK)
+               for b in ("initdb", "pg_ctl", "postgres", "psql"))
+
+
+class Postgres:
+    """A real PostgreSQL server in `parent`/pg (initdb + pg_ctl, trust auth,
+    loopback TCP on a free port), as tests/support/postgres_process.h does:
+    as root, the server runs as the system user cachewatch-test (created
+    when missing) through runuser, since PostgreSQL refuses root."""
+
+    name = "postgres"
+
+    def __init__(self, parent):
+        """Register it with Processes.add() so that close() stops it."""
+        self.dir = os.path.join(parent, "pg")
+        self.running = False
+        os.mkdir(self.dir)
+        self.port = free_port()
+        self.as_root = os.geteuid() == 0
+        if self.as_root:
+            subprocess.run(["useradd", "--system", "--no-create-home",
+                            "--shell", "/usr/sbin/nologin", PG_USER],
+                           capture_output=True, check=False)
+            shutil.chown(self.dir, PG_USER, PG_USER)
+            os.chmod(parent, 0o755)
+        self._run("initdb", "-D", f"{self.dir}/data", "-U", "postgres",
+                  "--auth=trust", "--encoding=UTF8", "--locale=C",
+                  "--no-sync")
+        self.start()
+
+    def _run(self, binary, *args, **kwargs):
+        argv = [os.path.join(PG_BINDIR, binary), *args]
+        if self.as_root:
+            argv = ["runuser", "-u", PG_USER, "--", *argv]
+        result = subprocess.run(argv, capture_output=True, text=True,
+                                check=False, cwd=self.dir, **kwargs)
+        if result.returncode != 0:
+            raise RuntimeError(f"{binary} {' '.join(args)[:300]} failed"
+                               f" ({result.returncode}):\n{result.stderr}")
+        return result
+
+    def start(self):
+        options = (f"-p {self.port} -c listen_addresses=127.0.0.1"
+                   f" -c unix_socket_directories={self.dir}"
+                   " -c fsync=off -c max_connections=200")
+        self._run("pg_ctl", "-D", f"{self.dir}/data", "-l",
+                  f"{self.dir}/server.log", "-o", options, "-w", "start")
+        self.running = True
+
+    def stop(self, mode="fast"):
+        if self.running:
+            self.running = False
+            self._run("pg_ctl", "-D", f"{self.dir}/data", "-m", mode, "-w",
+                      "stop")
+
+    def output(self, last=60):
+        try:
+            with open(f"{self.dir}/server.log", encoding="utf-8") as fh:
+                return "\n".join(fh.read().splitlines()[-last:])
+        except OSError:
+            return ""
+
+    def url(self, database):
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, database):
+        self.psql("postgres", f'CREATE DATABASE "{database}"')
+
+    def psql(self, database, sql=None, file=None, variables=None,
+             stdin=None):
+        """Runs psql; returns its CSV output (NULL printed as \\N)."""
+        argv = ["-X", "-q", "--csv", "-P", "null=\\N", "-v",
+                "ON_ERROR_STOP=1", "-d", self.url(database)]
+        for name, value in (variables or {}).items():
+            argv += ["-v", f"{name}={value}"]
+        argv += ["-f", file] if file else ["-c", sql]
+        return self._run("psql", *argv, input=stdin).stdout

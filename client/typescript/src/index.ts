@@ -5,6 +5,7 @@ export * from './tool_order.js';
 export * from './types.js';
 export * from './snapshot_builder.js';
 export * from './reporter.js';
+export * from './fleet_reporter.js';
 export * from './proto.js';
 export * from './anthropic.js';
 export * from './openai.js';

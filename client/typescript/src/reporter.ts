@@ -67,6 +67,9 @@ export class Reporter {
   private resumeAt = 0;
   private closed = false;
   private waiters: Array<() => void> = [];
+  // The daemon last failed us (a stream broke, or it answered UNAVAILABLE
+  // / RESOURCE_EXHAUSTED) and has not acknowledged a record since.
+  private failing = false;
 
   constructor(options: ReporterOptions = {}) {
     this.opts = {
@@ -91,6 +94,25 @@ export class Reporter {
 
   stats(): ReporterStats {
     return { ...this.counts };
+  }
+
+  /**
+   * False from a broken stream or a retryable ack (UNAVAILABLE,
+   * RESOURCE_EXHAUSTED) until the daemon acknowledges a record again
+   * (FleetReporter routes lanes around a failing daemon).
+   */
+  healthy(): boolean {
+    return !this.failing;
+  }
+
+  /**
+   * A failing reporter with nothing to send learns that its daemon is back
+   * from the channel: READY makes it healthy again.
+   */
+  probe(): void {
+    if (!this.failing || this.closed || this.call) return;
+    const state = this.client.getChannel().getConnectivityState(true);
+    if (state === grpc.connectivityState.READY) this.failing = false;
   }
 
   /** Resolves true once every record enqueued before the call is acked or rejected; false on timeout. */
@@ -210,6 +232,9 @@ export class Reporter {
     this.call = null;
     this.counts.connected = false;
     this.broken = true;
+    // A stream that ends with records outstanding failed us; one ended
+    // while idle (our own half-close) did not.
+    if (this.unacked.size > 0 || this.pending.length > 0) this.failing = true;
     // Everything unacked goes back in front, in sequence order.
     const back = [...this.unacked.values()];
     this.unacked.clear();
@@ -229,9 +254,11 @@ export class Reporter {
     this.unacked.delete(seq);
     const code = Number(ack.code) || 0;
     if (code === 0) {
+      this.failing = false;
       this.counts.acked++;
       this.backoff = this.opts.initialBackoffMs;
     } else if (RETRYABLE.has(code)) {
+      this.failing = true;
       this.counts.retried++;
       this.pending.unshift(e);
       this.pending.sort((a, b) => a.seq - b.seq);

@@ -114,6 +114,14 @@ class Reporter {
 
   ReporterStats stats() const;
 
+  // False from a stream that broke with records outstanding, records
+  // outstanding on a channel in TRANSIENT_FAILURE, or a retryable ack
+  // (UNAVAILABLE, RESOURCE_EXHAUSTED), until the daemon
+  // acknowledges a record again or, with nothing outstanding, its channel
+  // is READY again (asking for it starts a connection attempt).
+  // FleetReporter routes lanes around an unhealthy daemon.
+  bool Healthy() const;
+
  private:
   // A record as sent; immutable once enqueued, shared by the queues and the
   // stream writing it.
@@ -169,6 +177,7 @@ class Reporter {
   std::chrono::milliseconds backoff_;  // Guarded by mutex_.
   std::minstd_rand random_;            // Guarded by mutex_.
   ReporterStats stats_;                // Guarded by mutex_.
+  mutable bool failing_ = false;       // Guarded by mutex_.
 
   std::thread thread_;  // Last: starts once the rest is initialized.
 };

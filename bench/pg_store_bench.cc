@@ -1,0 +1,277 @@
+// pg_store_bench: turns/s of PostgresStore::Write against raw batched COPY
+// into the same table of the same server, in the same run.
+//
+// A PostgreSQL 15 server is started for the run (tests/support/
+// postgres_process.h; fsync off on both sides, synchronous_commit on):
+//   - store: kWriters threads each call PostgresStore::Write with batches of
+//     kTurnsPerWrite turns (records.h: a 50-tool snapshot, a usage with raw
+//     JSON, an OK classification: three records, one turns row per turn),
+//     as stream handlers do; group commit joins them.
+//   - raw: one connection, COPY of kRowsPerCopy fully populated turns rows
+//     per transaction into the store's own (partitioned, indexed) turns
+//     table of a second database: the fastest way in.
+// The records are built before the clock starts. Prints both rates, the
+// ratio and PASS/FAIL against the target (store >= 50 % of raw).
+//
+// Usage: pg_store_bench [--turns=N] (per writer thread; default 5000)
+#include <libpq-fe.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bench/records.h"
+#include "daemon/store/postgres/postgres_store.h"
+#include "tests/support/postgres_process.h"
+
+namespace cachewatch::bench {
+namespace {
+
+constexpr int kWriters = 4;
+constexpr int kTurnsPerWrite = 50;
+constexpr int kTurnsPerLane = 100;
+constexpr int kRowsPerCopy = 1000;
+constexpr double kTarget = 0.5;
+
+using Clock = std::chrono::steady_clock;
+
+struct Turn {
+  LaneId lane;
+  std::shared_ptr<const v1::Snapshot> snapshot;
+  v1::Usage usage;
+};
+
+std::vector<Turn> MakeTurns(int writer, int turns) {
+  std::vector<Turn> result;
+  result.reserve(turns);
+  for (int i = 0; i < turns; ++i) {
+    const LaneId lane{"bench-agent", "session-" + std::to_string(writer) + "-" +
+                                         std::to_string(i / kTurnsPerLane)};
+    const int64_t turn = i % kTurnsPerLane;
+    result.push_back({lane,
+                      std::make_shared<v1::Snapshot>(MakeSnapshot(lane, turn)),
+                      MakeUsage(lane, turn)});
+  }
+  return result;
+}
+
+std::vector<StoreWrite> WritesOf(const Turn& turn) {
+  const LaneKey key{turn.lane.agent, turn.lane.session_id, "main"};
+  v1::NormalizedUsage normalized = turn.usage.normalized();
+  v1::TurnClassification classification;
+  classification.set_verdict(v1::VERDICT_OK);
+  classification.set_expected_reuse_tokens(normalized.cache_read_tokens());
+  std::vector<StoreWrite> writes;
+  writes.emplace_back(SnapshotWrite{key, turn.snapshot});
+  writes.emplace_back(UsageWrite{key, turn.usage, normalized});
+  writes.emplace_back(
+      ClassificationWrite{key, turn.usage.request_id(), classification});
+  return writes;
+}
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "pg_store_bench: %s\n", message.c_str());
+  std::exit(1);
+}
+
+std::unique_ptr<PostgresStore> OpenStore(const std::string& url) {
+  PostgresStoreOptions options;
+  options.url = url;
+  options.timeout = std::chrono::milliseconds(60000);
+  absl::StatusOr<std::unique_ptr<PostgresStore>> store =
+      PostgresStore::Open(options);
+  if (!store.ok()) Die(store.status().ToString());
+  return *std::move(store);
+}
+
+// Turns per second through PostgresStore::Write.
+double RunStore(const std::string& url,
+                const std::vector<std::vector<Turn>>& turns) {
+  std::unique_ptr<PostgresStore> store = OpenStore(url);
+  std::vector<std::vector<std::vector<StoreWrite>>> batches(turns.size());
+  int64_t rows = 0;
+  for (size_t w = 0; w < turns.size(); ++w) {
+    for (size_t i = 0; i < turns[w].size(); i += kTurnsPerWrite) {
+      std::vector<StoreWrite> batch;
+      for (size_t j = i; j < std::min(turns[w].size(), i + kTurnsPerWrite);
+           ++j) {
+        for (StoreWrite& write : WritesOf(turns[w][j])) {
+          batch.push_back(std::move(write));
+        }
+        ++rows;
+      }
+      batches[w].push_back(std::move(batch));
+    }
+  }
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> threads;
+  for (auto& writer_batches : batches) {
+    threads.emplace_back([&store, &writer_batches] {
+      for (std::vector<StoreWrite>& batch : writer_batches) {
+        absl::Status status = store->Write(std::move(batch));
+        if (!status.ok()) Die(status.ToString());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return rows / std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string Hex(uint64_t value) {
+  char buffer[17];
+  std::snprintf(buffer, sizeof(buffer), "%016llx",
+                static_cast<unsigned long long>(value));
+  return buffer;
+}
+
+// One turns row in COPY text format (columns as in kCopyColumns).
+std::string CopyRow(const Turn& turn) {
+  const v1::Snapshot& snapshot = *turn.snapshot;
+  const v1::NormalizedUsage& usage = turn.usage.normalized();
+  const int64_t request_us = snapshot.request_time().seconds() * 1'000'000 +
+                             snapshot.request_time().nanos() / 1000;
+  const int64_t response_us = turn.usage.response_time().seconds() * 1'000'000 +
+                              turn.usage.response_time().nanos() / 1000;
+  std::string chain = "\\\\x";
+  for (uint64_t block : snapshot.message_chain()) {
+    for (int i = 0; i < 8; ++i) {
+      char byte[3];
+      std::snprintf(byte, sizeof(byte), "%02x",
+                    static_cast<unsigned>((block >> (8 * i)) & 0xff));
+      chain += byte;
+    }
+  }
+  std::string raw_json;
+  for (char c : turn.usage.raw_usage_json()) {
+    if (c == '\\' || c == '\t' || c == '\n') raw_json += '\\';
+    raw_json += c;
+  }
+  std::string sections = "[";
+  for (const v1::SystemSection& section : snapshot.system_sections()) {
+    absl::StrAppend(&sections, sections.size() > 1 ? "," : "", "{\"name\":\"",
+                    section.name(), "\",\"hash\":\"", Hex(section.hash()),
+                    "\"}");
+  }
+  sections += "]";
+  return absl::StrCat(
+      turn.lane.agent, "\t", turn.lane.session_id, "\tmain\t",
+      snapshot.request_id(), "\tanthropic\t", snapshot.model(), "\t",
+      request_us, "\t", response_us, "\t1\t1\t", Hex(snapshot.system_hash()),
+      "\t", sections, "\t", snapshot.tools_size(), "\t",
+      Hex(snapshot.options_hash()), "\t1\t0\t",
+      snapshot.cache_control().ttl_seconds(), "\t", chain, "\tlexicographic\t",
+      usage.uncached_input_tokens(), "\t", usage.cache_read_tokens(), "\t",
+      usage.cache_write_tokens(), "\t", usage.cache_write_5m_tokens(), "\t",
+      usage.cache_write_1h_tokens(), "\t", usage.output_tokens(), "\t",
+      usage.uncached_input_tokens() + usage.cache_read_tokens() +
+          usage.cache_write_tokens(),
+      "\t", raw_json, "\tok\t", usage.cache_read_tokens(), "\t0\t", request_us,
+      "\n");
+}
+
+constexpr const char* kCopyColumns =
+    "agent, session_id, lane, request_id, provider, model, request_time_us, "
+    "response_time_us, snapshot_received, usage_received, system_hash, "
+    "system_sections, tool_count, options_hash, cache_enabled, "
+    "cache_automatic, cache_ttl_seconds, message_chain, tool_order_policy, "
+    "uncached_input_tokens, cache_read_tokens, cache_write_tokens, "
+    "cache_write_5m_tokens, cache_write_1h_tokens, output_tokens, "
+    "prompt_total_tokens, raw_usage_json, verdict, expected_reuse_tokens, "
+    "missed_tokens, received_at_us";
+
+void Exec(PGconn* conn, const std::string& sql) {
+  PGresult* result = PQexec(conn, sql.c_str());
+  const ExecStatusType status = PQresultStatus(result);
+  if (status != PGRES_COMMAND_OK && status != PGRES_COPY_IN) {
+    Die(sql + ": " + PQerrorMessage(conn));
+  }
+  PQclear(result);
+}
+
+// Rows per second through COPY, kRowsPerCopy per transaction.
+double RunRaw(const std::string& url,
+              const std::vector<std::vector<Turn>>& turns) {
+  OpenStore(url);  // The same schema and partitions.
+  std::vector<std::string> chunks;
+  std::string chunk;
+  int64_t rows = 0;
+  for (const std::vector<Turn>& writer : turns) {
+    for (const Turn& turn : writer) {
+      chunk += CopyRow(turn);
+      if (++rows % kRowsPerCopy == 0) {
+        chunks.push_back(std::move(chunk));
+        chunk.clear();
+      }
+    }
+  }
+  if (!chunk.empty()) chunks.push_back(chunk);
+  PGconn* conn = PQconnectdb(url.c_str());
+  if (PQstatus(conn) != CONNECTION_OK) Die(PQerrorMessage(conn));
+  Exec(conn, "SET synchronous_commit = on");
+  const Clock::time_point start = Clock::now();
+  for (const std::string& data : chunks) {
+    Exec(conn, "BEGIN");
+    Exec(conn, absl::StrCat("COPY turns (", kCopyColumns, ") FROM STDIN"));
+    if (PQputCopyData(conn, data.data(), static_cast<int>(data.size())) != 1 ||
+        PQputCopyEnd(conn, nullptr) != 1) {
+      Die(PQerrorMessage(conn));
+    }
+    PGresult* result = PQgetResult(conn);
+    if (PQresultStatus(result) != PGRES_COMMAND_OK) {
+      Die(std::string("COPY: ") + PQerrorMessage(conn));
+    }
+    PQclear(result);
+    while ((result = PQgetResult(conn)) != nullptr) PQclear(result);
+    Exec(conn, "COMMIT");
+  }
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  PQfinish(conn);
+  return rows / seconds;
+}
+
+int Main(int argc, char** argv) {
+  int turns_per_writer = 5000;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--turns=", 8) == 0) {
+      turns_per_writer = std::max(kTurnsPerWrite, std::atoi(argv[i] + 8));
+    } else {
+      std::fprintf(stderr, "usage: pg_store_bench [--turns=N]\n");
+      return 2;
+    }
+  }
+  std::unique_ptr<testing::PostgresProcess> server =
+      testing::PostgresProcess::Start();
+  if (server == nullptr) Die("cannot start PostgreSQL");
+  if (!server->CreateDatabase("raw") || !server->CreateDatabase("store")) {
+    Die("cannot create the databases");
+  }
+  std::vector<std::vector<Turn>> turns;
+  for (int w = 0; w < kWriters; ++w) {
+    turns.push_back(MakeTurns(w, turns_per_writer));
+  }
+  const double raw_rate = RunRaw(server->Url("raw"), turns);
+  const double store_rate = RunStore(server->Url("store"), turns);
+  const double ratio = store_rate / raw_rate;
+  std::printf(
+      "pg_store_bench: %d turns; PostgresStore::Write %.0f turns/s (%d "
+      "writers, %d turns/Write, 3 records/turn), raw COPY %.0f rows/s (%d "
+      "rows/transaction); ratio %.2f (target >= %.2f) %s\n",
+      kWriters * turns_per_writer, store_rate, kWriters, kTurnsPerWrite,
+      raw_rate, kRowsPerCopy, ratio, kTarget,
+      ratio >= kTarget ? "PASS" : "FAIL");
+  return 0;
+}
+
+}  // namespace
+}  // namespace cachewatch::bench
+
+int main(int argc, char** argv) { return cachewatch::bench::Main(argc, argv); }

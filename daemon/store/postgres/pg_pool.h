@@ -1,0 +1,77 @@
+// PgPool: a fixed number of connections to one PostgreSQL server, handed out
+// one caller at a time. A connection found lost is replaced on the next
+// Acquire(); while the server cannot be reached, connection attempts back
+// off exponentially (100 ms doubling to 1 s) and Acquire() answers
+// Unavailable at once in between, so a down server costs callers nothing.
+//
+// Thread-safe.
+#ifndef CACHEWATCH_DAEMON_STORE_POSTGRES_PG_POOL_H_
+#define CACHEWATCH_DAEMON_STORE_POSTGRES_PG_POOL_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/store/postgres/pg_connection.h"
+
+namespace cachewatch {
+
+class PgPool {
+ public:
+  // A connection lent to one caller; returned to the pool when destroyed.
+  class Lease {
+   public:
+    Lease(Lease&& other) noexcept
+        : pool_(other.pool_), connection_(std::move(other.connection_)) {
+      other.pool_ = nullptr;
+    }
+    Lease& operator=(Lease&&) = delete;
+    ~Lease();
+    PgConnection& operator*() const { return *connection_; }
+    PgConnection* operator->() const { return connection_.get(); }
+
+   private:
+    friend class PgPool;
+    Lease(PgPool* pool, std::unique_ptr<PgConnection> connection)
+        : pool_(pool), connection_(std::move(connection)) {}
+    PgPool* pool_;
+    std::unique_ptr<PgConnection> connection_;
+  };
+
+  // `setup` runs on every new connection (session settings).
+  PgPool(std::string conninfo, size_t size, std::chrono::milliseconds timeout,
+         std::function<absl::Status(PgConnection&)> setup);
+
+  // Waits for a free connection, connecting it when needed. Unavailable
+  // when the server cannot be reached (or is backing off).
+  absl::StatusOr<Lease> Acquire();
+
+  // True while the last connection attempt failed (until one succeeds).
+  bool backing_off() const;
+
+ private:
+  void Release(std::unique_ptr<PgConnection> connection);
+
+  const std::string conninfo_;
+  const std::chrono::milliseconds timeout_;
+  const std::function<absl::Status(PgConnection&)> setup_;
+
+  mutable std::mutex mu_;
+  std::condition_variable released_;
+  // Idle connections; null entries are slots without a connection.
+  std::vector<std::unique_ptr<PgConnection>> idle_ ABSL_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point next_attempt_ ABSL_GUARDED_BY(mu_){};
+  std::chrono::milliseconds backoff_ ABSL_GUARDED_BY(mu_){0};
+  absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cachewatch
+
+#endif  // CACHEWATCH_DAEMON_STORE_POSTGRES_PG_POOL_H_

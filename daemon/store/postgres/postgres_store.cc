@@ -1,0 +1,846 @@
+// PostgresStore: group commit, the write pipeline, retention and the prober.
+// The queries are in postgres_queries.cc.
+#include "daemon/store/postgres/postgres_store.h"
+
+#include <google/protobuf/util/time_util.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <random>
+#include <utility>
+#include <variant>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "daemon/core/classifier.h"
+#include "daemon/core/provider_traits.h"
+#include "daemon/core/usage_normalizer.h"
+#include "daemon/store/postgres/pg_schema.h"
+#include "daemon/store/postgres/pg_write_statements.h"
+#include "daemon/store/sqlite/columns.h"
+#include "daemon/store/stale_lanes.h"
+#include "daemon/util/status_macros.h"
+
+namespace cachewatch {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+// Rows one retention transaction deletes at most.
+constexpr int kRetentionBatchRows = 1000;
+// Partitions created ahead of today.
+constexpr int kDaysAhead = 2;
+// A turn's records are matched within this distance of their own time (a
+// usage arrives seconds to minutes after its snapshot).
+constexpr int64_t kTurnWindowUs = kPgDayUs;
+
+constexpr int64_t kMinTime = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMaxTime = std::numeric_limits<int64_t>::max();
+
+// Session settings of every connection: durable commits (the store acks
+// after COMMIT), a bound on how long a statement may wait for a lock, and
+// custom plans (a generic plan made while a partition is still empty and
+// unanalyzed may scan the lane instead of looking its turn up by key).
+absl::Status SetUpSession(PgConnection& connection) {
+  return connection.Exec(
+      "SET synchronous_commit = on; SET lock_timeout = '30s'; "
+      "SET TIME ZONE 'UTC'; SET client_min_messages = warning; "
+      "SET plan_cache_mode = force_generic_plan");
+}
+
+// Lanes whose last read write_seq a store remembers at most.
+constexpr size_t kMaxSeenLanes = size_t{1} << 22;
+// Commit attempts of a batch whose claims found stale lanes or that hit a
+// deadlock.
+constexpr int kMaxClaimAttempts = 4;
+
+// A random id for this store's claims.
+std::string NewWriterId() {
+  std::random_device random;
+  const uint64_t id = (static_cast<uint64_t>(random()) << 32) ^ random();
+  return absl::StrCat("cachewatchd-", Hex64(id));
+}
+
+// The 1-based lane positions a CW001 claim failure names ("...: <1,3>").
+std::vector<size_t> StalePositions(const absl::Status& status) {
+  std::vector<size_t> positions;
+  const std::string message(status.message());
+  const size_t open = message.find(": <");
+  const size_t close = message.find('>', open);
+  if (open == std::string::npos || close == std::string::npos) {
+    return positions;
+  }
+  for (absl::string_view part :
+       absl::StrSplit(message.substr(open + 3, close - open - 3), ',')) {
+    size_t position = 0;
+    if (absl::SimpleAtoi(part, &position)) positions.push_back(position);
+  }
+  return positions;
+}
+
+std::string ProviderText(v1::Provider provider) {
+  return provider == v1::PROVIDER_UNSPECIFIED
+             ? std::string()
+             : std::string(ProviderName(provider));
+}
+
+template <typename Enum>
+std::string EnumOrEmpty(Enum value) {
+  return EnumText(value);
+}
+
+void AddTime(PgParams& params, bool present,
+             const google::protobuf::Timestamp& time) {
+  if (present) {
+    params.Int(TimeUtil::TimestampToMicroseconds(time));
+  } else {
+    params.Null();
+  }
+}
+
+// The array parameters of a set-based statement (pg_write_statements.h):
+// one text-format array literal per column, a row at a time.
+class ArrayColumns {
+ public:
+  explicit ArrayColumns(size_t columns) : columns_(columns) {}
+
+  // Starts the next row; its values follow in column order.
+  ArrayColumns& Row() {
+    next_ = 0;
+    ++rows_;
+    return *this;
+  }
+  ArrayColumns& Text(std::string_view value) {
+    std::string& column = Next();
+    column.push_back('"');
+    for (char c : value) {
+      if (c == '"' || c == '\\') column.push_back('\\');
+      column.push_back(c);
+    }
+    column.push_back('"');
+    return *this;
+  }
+  ArrayColumns& TextOrNull(std::string_view value) {
+    return value.empty() ? Null() : Text(value);
+  }
+  ArrayColumns& Int(int64_t value) {
+    absl::StrAppend(&Next(), value);
+    return *this;
+  }
+  // A bytea element, as its hex text form.
+  ArrayColumns& BytesOrNull(std::string_view value) {
+    if (value.empty()) return Null();
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string& column = Next();
+    column += "\"\\\\x";
+    for (unsigned char c : value) {
+      column.push_back(kHex[c >> 4]);
+      column.push_back(kHex[c & 15]);
+    }
+    column.push_back('"');
+    return *this;
+  }
+  ArrayColumns& Null() {
+    Next() += "NULL";
+    return *this;
+  }
+
+  size_t rows() const { return rows_; }
+  // The arrays as parameters, then `scalars` appended by the caller.
+  PgParams Params() const {
+    PgParams params;
+    for (const std::string& column : columns_) {
+      params.Text(absl::StrCat("{", column, "}"));
+    }
+    return params;
+  }
+
+ private:
+  std::string& Next() {
+    std::string& column = columns_[next_++];
+    if (rows_ > 1) column.push_back(',');
+    return column;
+  }
+
+  std::vector<std::string> columns_;
+  size_t next_ = 0;
+  size_t rows_ = 0;
+};
+
+// The statements of one commit: the turn rows set-based (one statement per
+// record kind), tool lists and breaks one statement each.
+class BatchBuilder {
+ public:
+  explicit BatchBuilder(int64_t now_us) : now_us_(now_us) {
+    steps_.push_back({"cw_begin", {}});
+    steps_.push_back({"cw_lock_lanes", {}});   // Parameters set in Finish().
+    steps_.push_back({"cw_claim_lanes", {}});  // Parameters set in Finish().
+  }
+
+  void Add(const SnapshotWrite& write) {
+    const v1::Snapshot& snapshot = *write.snapshot;
+    const std::string list_hash = ToolListHash(snapshot.tools());
+    if (tool_lists_.insert(list_hash).second) {
+      std::vector<std::string> names, hashes;
+      for (const v1::ToolRef& tool : snapshot.tools()) {
+        names.push_back(tool.name());
+        hashes.push_back(Hex64(tool.schema_hash()));
+      }
+      PgParams params;
+      params.Text(list_hash)
+          .Int(snapshot.tools_size())
+          .Text(PgTextArray(names))
+          .Text(PgTextArray(hashes));
+      steps_.push_back({"cw_tool_list", std::move(params)});
+    }
+    const int64_t time_us =
+        snapshot.has_request_time()
+            ? TimeUtil::TimestampToMicroseconds(snapshot.request_time())
+            : now_us_;
+    ArrayColumns& params =
+        KeyColumns(snapshots_, write.key, snapshot.request_id(), time_us);
+    params.TextOrNull(ProviderText(snapshot.provider()))
+        .TextOrNull(snapshot.model())
+        .Int(time_us)
+        .Text(Hex64(snapshot.system_hash()))
+        .TextOrNull(SectionsJson(snapshot.system_sections()))
+        .Text(list_hash)
+        .Int(snapshot.tools_size());
+    if (snapshot.options_hash() != 0) {
+      params.Text(Hex64(snapshot.options_hash()));
+    } else {
+      params.Null();
+    }
+    if (snapshot.has_cache_control()) {
+      const v1::CacheControl& control = snapshot.cache_control();
+      params.Int(control.enabled() ? 1 : 0)
+          .Int(control.automatic() ? 1 : 0)
+          .Int(control.ttl_seconds())
+          .TextOrNull(BreakpointsJson(control.breakpoints()));
+    } else {
+      params.Null().Null().Null().Null();
+    }
+    params.BytesOrNull(ChainBlob(snapshot.message_chain()))
+        .TextOrNull(EnumOrEmpty(snapshot.expected_drop()))
+        .TextOrNull(EnumOrEmpty(snapshot.tool_order_policy()));
+    Touch(write.key, time_us);
+  }
+
+  void Add(const UsageWrite& write) {
+    const v1::Usage& usage = write.usage;
+    const v1::NormalizedUsage& normalized = write.normalized;
+    const int64_t time_us =
+        usage.has_response_time()
+            ? TimeUtil::TimestampToMicroseconds(usage.response_time())
+            : now_us_;
+    ArrayColumns& params =
+        KeyColumns(usages_, write.key, usage.request_id(), time_us);
+    params.TextOrNull(ProviderText(usage.provider())).TextOrNull(usage.model());
+    if (usage.has_response_time()) {
+      params.Int(TimeUtil::TimestampToMicroseconds(usage.response_time()));
+    } else {
+      params.Null();
+    }
+    params.Int(time_us)
+        .Int(normalized.uncached_input_tokens())
+        .Int(normalized.cache_read_tokens())
+        .Int(normalized.cache_write_tokens())
+        .Int(normalized.cache_write_5m_tokens())
+        .Int(normalized.cache_write_1h_tokens())
+        .Int(normalized.output_tokens())
+        .Int(PromptTotalTokens(normalized))
+        .TextOrNull(usage.raw_usage_json());
+    if (usage.has_provider_diagnostics()) {
+      params.Text(usage.provider_diagnostics().cache_miss_reason())
+          .Int(usage.provider_diagnostics().cache_missed_input_tokens());
+    } else {
+      params.Null().Null();
+    }
+
+    Touch(write.key, time_us);
+  }
+
+  void Add(const ClassificationWrite& write) {
+    const v1::TurnClassification& classification = write.classification;
+    const bool is_break = classification.verdict() == v1::VERDICT_BREAK;
+    const v1::PromptCacheBreak& event = classification.cache_break();
+    std::optional<int64_t> time_us;
+    if (is_break && event.has_request_time()) {
+      time_us = TimeUtil::TimestampToMicroseconds(event.request_time());
+    }
+
+    // Looked up whatever its time: a turn row may have been made by a
+    // record without a time of its own (at the daemon's clock), and a
+    // second verdict must find it to leave it standing.
+    ArrayColumns& params = KeyColumns(classifications_, write.key,
+                                      write.request_id, kMinTime, kMaxTime);
+    params.Int(time_us.value_or(now_us_))
+        .TextOrNull(EnumOrEmpty(classification.expected_drop()))
+        .TextOrNull(EnumOrEmpty(classification.verdict()));
+    if (is_break) {
+      params.Text(ReasonName(event.primary_reason())).Text(event.break_id());
+    } else {
+      params.Null().Null();
+    }
+    params.Int(classification.expected_reuse_tokens())
+        .Int(classification.missed_tokens());
+    Touch(write.key, time_us.value_or(now_us_));
+    if (is_break) AddBreak(write.key, event, time_us.value_or(now_us_));
+  }
+
+  // The steps, ending in COMMIT; days: the partitions they may write.
+  // `seen(lane)`: what the claim of the lane checks against. `claimed`: the
+  // lanes in the order of their claim.
+  template <typename Seen>
+  std::vector<PgPipelineStep> Finish(const std::string& writer_id,
+                                     const Seen& seen,
+                                     std::vector<LaneKey>& claimed) {
+    std::vector<std::string> keys, agents, sessions, lanes;
+    std::string seqs = "{";
+    claimed.clear();
+    for (const auto& [hash, key] : lanes_) {
+      keys.push_back(absl::StrCat(hash));
+      agents.push_back(key.agent);
+      sessions.push_back(key.session_id);
+      lanes.push_back(std::string(LaneColumn(key)));
+      const std::optional<int64_t> seq = seen(hash);
+      if (seqs.size() > 1) seqs += ',';
+      seqs += seq.has_value() ? absl::StrCat(*seq) : "NULL";
+      claimed.push_back(key);
+    }
+    seqs += '}';
+    // The array literal of integers needs no quoting, but PgTextArray's
+    // quotes are valid for bigint[] too.
+    steps_[1].params.Text(PgTextArray(keys));
+    steps_[2]
+        .params.Text(writer_id)
+        .Text(PgTextArray(agents))
+        .Text(PgTextArray(sessions))
+        .Text(PgTextArray(lanes))
+        .Text(seqs);
+    const std::pair<const char*, const ArrayColumns*> rows[] = {
+        {"cw_snapshots", &snapshots_},
+        {"cw_usages", &usages_},
+        {"cw_classifications", &classifications_}};
+    for (const auto& [statement, columns] : rows) {
+      if (columns->rows() == 0) continue;
+      steps_.push_back({statement, columns->Params().Int(now_us_)});
+    }
+    for (PgPipelineStep& step : breaks_) steps_.push_back(std::move(step));
+    steps_.push_back({"cw_commit", {}});
+    return std::move(steps_);
+  }
+
+  std::vector<int64_t> days() const {
+    return std::vector<int64_t>(days_.begin(), days_.end());
+  }
+
+ private:
+  static ArrayColumns& KeyColumns(ArrayColumns& columns, const LaneKey& key,
+                                  const std::string& request_id,
+                                  int64_t time_us) {
+    return KeyColumns(columns, key, request_id, time_us - kTurnWindowUs,
+                      time_us + kTurnWindowUs);
+  }
+
+  static ArrayColumns& KeyColumns(ArrayColumns& columns, const LaneKey& key,
+                                  const std::string& request_id,
+                                  int64_t from_us, int64_t until_us) {
+    return columns.Row()
+        .Text(key.agent)
+        .Text(key.session_id)
+        .Text(LaneColumn(key))
+        .Text(request_id)
+        .Int(from_us)
+        .Int(until_us);
+  }
+
+  void Touch(const LaneKey& key, int64_t time_us) {
+    lanes_.try_emplace(PgLaneKey(key), key);
+    days_.insert(PgDayOf(time_us));
+  }
+
+  void AddBreak(const LaneKey& key, const v1::PromptCacheBreak& event,
+                int64_t time_us) {
+    PgParams params;
+    params.Text(event.break_id())
+        .Text(key.agent)
+        .Text(key.session_id)
+        .Text(LaneColumn(key))
+        .TextOrNull(ProviderText(event.provider()))
+        .Text(event.previous_request_id())
+        .Text(event.request_id())
+        .TextOrNull(event.previous_model())
+        .TextOrNull(event.model())
+        .Text(ReasonName(event.primary_reason()))
+        .Text(ReasonsJson(event.reasons()))
+        .TextOrNull(EnumOrEmpty(event.evidence()))
+        .Int(event.previous_cache_read_tokens())
+        .Int(event.current_cache_read_tokens())
+        .Int(event.expected_reuse_tokens())
+        .Int(event.missed_tokens())
+        .Int(event.prompt_total_tokens())
+        .Int(event.cache_write_tokens())
+        .Text(NamesJson(event.changed_tool_names()))
+        .Text(NamesJson(event.added_tool_names()))
+        .Text(NamesJson(event.removed_tool_names()))
+        .Text(NamesJson(event.reordered_tool_names()))
+        .Text(NamesJson(event.schema_changed_tool_names()))
+        .Text(NamesJson(event.changed_system_sections()))
+        .Int(event.first_changed_tool_index())
+        .Int(event.first_changed_message_block())
+        .Int(event.blocks_since_last_write())
+        .Double(event.gap_seconds())
+        .Int(event.ttl_seconds())
+        .TextOrNull(EnumOrEmpty(event.ttl_source()));
+    if (event.has_estimated_cost()) {
+      params.Double(event.estimated_extra_cost_usd());
+    } else {
+      params.Null();
+    }
+    AddTime(params, event.has_previous_request_time(),
+            event.previous_request_time());
+    params.Int(time_us).TextOrNull(event.provider_miss_reason());
+    if (event.provider_miss_reason().empty()) {
+      params.Null();
+    } else {
+      params.Int(event.provider_missed_tokens());
+    }
+    params.TextOrNull(EnumOrEmpty(event.provider_agreement()))
+        .Bytes(event.SerializeAsString());
+    breaks_.push_back({"cw_break", std::move(params)});
+    days_.insert(PgDayOf(time_us));
+  }
+
+  const int64_t now_us_;
+  std::vector<PgPipelineStep> steps_;
+  ArrayColumns snapshots_{21};
+  ArrayColumns usages_{20};
+  ArrayColumns classifications_{13};
+  std::vector<PgPipelineStep> breaks_;  // After the classifications.
+  std::set<std::string> tool_lists_;
+  std::map<int64_t, LaneKey> lanes_;  // By lock key: the locking order.
+  std::set<int64_t> days_;
+};
+
+absl::Status PrepareWriteStatements(PgConnection& connection) {
+  const std::pair<const char*, const char*> statements[] = {
+      {"cw_begin", "BEGIN"},
+      {"cw_commit", "COMMIT"},
+      {"cw_lock_lanes", kPgLockLanes},
+      {"cw_claim_lanes", kPgClaimLanes},
+      {"cw_tool_list", kPgInsertToolList},
+      {"cw_snapshots", kPgUpsertSnapshots},
+      {"cw_usages", kPgUpsertUsages},
+      {"cw_classifications", kPgUpsertClassifications},
+      {"cw_break", kPgInsertBreak},
+  };
+  for (const auto& [name, sql] : statements) {
+    CACHEWATCH_RETURN_IF_ERROR(connection.Prepare(name, sql));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int64_t PgLaneKey(const LaneKey& key) {
+  std::string bytes = key.agent;
+  bytes.push_back('\0');
+  bytes += key.session_id;
+  bytes.push_back('\0');
+  bytes += LaneColumn(key);
+  return static_cast<int64_t>(XXH3_64bits(bytes.data(), bytes.size()));
+}
+
+bool IsPostgresUrl(std::string_view store) {
+  return store.starts_with("postgres://") || store.starts_with("postgresql://");
+}
+
+struct PostgresStore::PendingWrite {
+  std::vector<StoreWrite> writes;
+  std::chrono::steady_clock::time_point enqueued;
+  absl::Status status;
+  bool done = false;
+};
+
+absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
+    const PostgresStoreOptions& options) {
+  auto writer =
+      std::make_unique<PgPool>(options.url, 1, options.timeout, SetUpSession);
+  {
+    absl::StatusOr<PgPool::Lease> connection = writer->Acquire();
+    if (!connection.ok()) return connection.status();
+    CACHEWATCH_RETURN_IF_ERROR(PgMigrate(**connection));
+  }
+  auto readers = std::make_unique<PgPool>(
+      options.url, options.query_connections, options.timeout, SetUpSession);
+  std::unique_ptr<PostgresStore> store(
+      new PostgresStore(options, std::move(writer), std::move(readers)));
+  {
+    absl::StatusOr<PgPool::Lease> connection = store->writer_->Acquire();
+    if (!connection.ok()) return connection.status();
+    const int64_t today = PgDayOf(absl::ToUnixMicros(absl::Now()));
+    std::vector<int64_t> days;
+    for (int64_t day = today - 1; day <= today + kDaysAhead; ++day) {
+      days.push_back(day);
+    }
+    CACHEWATCH_RETURN_IF_ERROR(store->EnsurePartitions(**connection, days));
+  }
+  store->prober_ = std::thread([s = store.get()] { s->ProbeLoop(); });
+  return store;
+}
+
+PostgresStore::PostgresStore(const PostgresStoreOptions& options,
+                             std::unique_ptr<PgPool> writer,
+                             std::unique_ptr<PgPool> readers)
+    : options_(options),
+      writer_(std::move(writer)),
+      readers_(std::move(readers)),
+      writer_id_(NewWriterId()) {}
+
+void PostgresStore::NoteSeen(int64_t lane, int64_t write_seq) {
+  std::lock_guard<std::mutex> lock(seen_mu_);
+  if (seen_.size() >= kMaxSeenLanes && !seen_.contains(lane)) {
+    seen_.clear();
+    seen_overflowed_ = true;
+  }
+  int64_t& seen = seen_[lane];
+  seen = std::max(seen, write_seq);
+}
+
+std::optional<int64_t> PostgresStore::SeenFor(int64_t lane) {
+  std::lock_guard<std::mutex> lock(seen_mu_);
+  auto it = seen_.find(lane);
+  if (it != seen_.end()) return it->second;
+  if (seen_overflowed_) return 0;
+  return std::nullopt;
+}
+
+PostgresStore::~PostgresStore() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    closing_ = true;
+    queue_changed_.notify_all();
+  }
+  if (prober_.joinable()) prober_.join();
+}
+
+void PostgresStore::ProbeLoop() {
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  while (!closing_) {
+    queue_changed_.wait_for(lock, options_.probe_interval,
+                            [this] { return closing_; });
+    if (closing_) break;
+    lock.unlock();
+    absl::Status status;
+    {
+      absl::StatusOr<PgPool::Lease> connection = readers_->Acquire();
+      status = connection.ok() ? (*connection)->Exec("SELECT 1")
+                               : connection.status();
+    }
+    lock.lock();
+    const bool was_reachable = reachable_;
+    reachable_ = status.ok();
+    probe_error_ = status.ok() ? std::string() : status.ToString();
+    // The server is back: a commit that failed for want of it no longer
+    // speaks for the store's health; the next Write() will tell.
+    if (reachable_ && !was_reachable) stats_.last_commit_failed = false;
+  }
+}
+
+absl::Status PostgresStore::Write(std::vector<StoreWrite> writes) {
+  if (writes.empty()) return absl::OkStatus();
+  const size_t records = writes.size();
+  PendingWrite pending;
+  pending.writes = std::move(writes);
+  std::vector<PendingWrite*> batch;
+  {
+    std::unique_lock<std::mutex> lock(queue_mu_);
+    if (closing_) return absl::UnavailableError("store is closing");
+    if (queued_records_ + records > options_.max_queued_records) {
+      stats_.rejected_records += static_cast<int64_t>(records);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "store queue full: ", queued_records_, " records waiting, limit ",
+          options_.max_queued_records));
+    }
+    pending.enqueued = std::chrono::steady_clock::now();
+    queue_.push_back(&pending);
+    queued_records_ += records;
+    queue_changed_.notify_all();
+    queue_changed_.wait(lock, [this, &pending] {
+      return pending.done || (!committing_ && queue_.front() == &pending);
+    });
+    if (pending.done) return pending.status;
+    batch = TakeBatch(lock);
+  }
+  CommitBatch(batch);
+  return pending.status;
+}
+
+bool PostgresStore::BatchFull() const {
+  return closing_ || queued_records_ >= std::min(options_.max_batch_records,
+                                                 options_.max_queued_records);
+}
+
+std::vector<PostgresStore::PendingWrite*> PostgresStore::TakeBatch(
+    std::unique_lock<std::mutex>& lock) {
+  committing_ = true;
+  if (options_.max_batch_delay.count() > 0) {
+    queue_changed_.wait_until(
+        lock, queue_.front()->enqueued + options_.max_batch_delay,
+        [this] { return BatchFull(); });
+  }
+  std::vector<PendingWrite*> batch;
+  size_t records = 0;
+  while (!queue_.empty()) {
+    const size_t next = queue_.front()->writes.size();
+    if (!batch.empty() && records + next > options_.max_batch_records) break;
+    batch.push_back(queue_.front());
+    queue_.pop_front();
+    records += next;
+  }
+  queued_records_ -= records;
+  return batch;
+}
+
+absl::Status PostgresStore::EnsurePartitions(PgConnection& connection,
+                                             const std::vector<int64_t>& days) {
+  std::vector<int64_t> missing;
+  {
+    std::lock_guard<std::mutex> lock(partitions_mu_);
+    for (int64_t day : days) {
+      if (!known_days_.contains(day)) missing.push_back(day);
+    }
+  }
+  if (missing.empty()) return absl::OkStatus();
+  CACHEWATCH_RETURN_IF_ERROR(PgCreatePartitions(connection, missing));
+  std::lock_guard<std::mutex> lock(partitions_mu_);
+  known_days_.insert(missing.begin(), missing.end());
+  return absl::OkStatus();
+}
+
+absl::Status PostgresStore::CommitUnits(
+    const std::vector<const std::vector<StoreWrite>*>& units, int64_t now_us,
+    std::vector<LaneKey>& claimed) {
+  BatchBuilder builder(now_us);
+  for (const std::vector<StoreWrite>* unit : units) {
+    for (const StoreWrite& write : *unit) {
+      std::visit([&](const auto& record) { builder.Add(record); }, write);
+    }
+  }
+  const std::vector<int64_t> days = builder.days();
+  const std::vector<PgPipelineStep> steps = builder.Finish(
+      writer_id_, [this](int64_t lane) { return SeenFor(lane); }, claimed);
+
+  absl::StatusOr<PgPool::Lease> connection = writer_->Acquire();
+  if (!connection.ok()) return connection.status();
+  CACHEWATCH_RETURN_IF_ERROR(PrepareWriteStatements(**connection));
+  CACHEWATCH_RETURN_IF_ERROR(EnsurePartitions(**connection, days));
+  absl::StatusOr<std::vector<PgResult>> results =
+      (*connection)->RunPipeline(steps);
+  if (!results.ok()) {
+    // The pipeline's implicit transaction was rolled back by the error; a
+    // BEGIN that succeeded left the session in a failed transaction.
+    if ((*connection)->ok()) (*connection)->Exec("ROLLBACK").IgnoreError();
+    return results.status();
+  }
+  return absl::OkStatus();
+}
+
+void PostgresStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
+  if (options_.before_commit) {
+    size_t records = 0;
+    for (const PendingWrite* pending : batch) records += pending->writes.size();
+    options_.before_commit(records);
+  }
+  const absl::Time start = absl::Now();
+  // The units still to commit: those whose lanes were found stale leave,
+  // with their own status, and the rest is tried again.
+  std::vector<PendingWrite*> active = batch;
+  absl::Status status;
+  for (int attempt = 1; !active.empty(); ++attempt) {
+    std::vector<const std::vector<StoreWrite>*> units;
+    units.reserve(active.size());
+    for (const PendingWrite* pending : active)
+      units.push_back(&pending->writes);
+    std::vector<LaneKey> claimed;
+    status = CommitUnits(units, absl::ToUnixMicros(start), claimed);
+    if (SqlState(status) == "23514") {
+      // No partition for a row: another daemon's retention dropped one this
+      // store believed in. Forget what it believes and try once more.
+      {
+        std::lock_guard<std::mutex> lock(partitions_mu_);
+        known_days_.clear();
+      }
+      status = CommitUnits(units, absl::ToUnixMicros(start), claimed);
+    }
+    if (attempt == kMaxClaimAttempts) break;
+    // A deadlock or serialization failure rolled the transaction back
+    // (tool lists and turn rows two daemons write at once): try again.
+    if (SqlState(status).starts_with("40")) continue;
+    if (SqlState(status) != "CW001") break;
+    std::set<int64_t> stale;
+    for (size_t position : StalePositions(status)) {
+      if (position >= 1 && position <= claimed.size()) {
+        stale.insert(PgLaneKey(claimed[position - 1]));
+      }
+    }
+    if (stale.empty()) break;  // Not a claim failure this build made.
+    std::vector<PendingWrite*> remaining;
+    for (PendingWrite* pending : active) {
+      std::vector<LaneKey> lanes;
+      std::set<int64_t> named;
+      for (const StoreWrite& write : pending->writes) {
+        const LaneKey& key = std::visit(
+            [](const auto& record) -> const LaneKey& { return record.key; },
+            write);
+        const int64_t hash = PgLaneKey(key);
+        if (stale.contains(hash) && named.insert(hash).second) {
+          lanes.push_back(key);
+        }
+      }
+      if (lanes.empty()) {
+        remaining.push_back(pending);
+      } else {
+        pending->status = StaleLanesError(lanes);
+      }
+    }
+    active = std::move(remaining);
+    if (active.empty()) status = absl::OkStatus();
+  }
+  if (SqlState(status) == "CW001") {
+    status = absl::UnavailableError(
+        "lane claims kept conflicting with other daemons' writes; retry");
+  }
+
+  int64_t records = 0;
+  for (const PendingWrite* pending : active) {
+    records += static_cast<int64_t>(pending->writes.size());
+  }
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  if (status.ok()) {
+    if (!active.empty()) ++stats_.commits;
+    stats_.committed_records += records;
+    reachable_ = true;  // A commit is proof enough.
+    probe_error_.clear();
+  } else {
+    ++stats_.failed_commits;
+    stats_.last_error = status.ToString();
+  }
+  stats_.last_commit_failed = !status.ok();
+  ++finished_batches_;
+  for (PendingWrite* pending : active) {
+    // A status of its own for each caller (not a copy sharing one
+    // reference-counted error across threads).
+    pending->status = status.ok()
+                          ? absl::OkStatus()
+                          : absl::Status(status.code(), status.message());
+  }
+  for (PendingWrite* pending : batch) pending->done = true;
+  committing_ = false;
+  queue_changed_.notify_all();
+}
+
+absl::StatusOr<int64_t> PostgresStore::DeleteOlderThan(int64_t cutoff_us) {
+  int64_t total = 0;
+  absl::StatusOr<PgPool::Lease> connection = readers_->Acquire();
+  if (!connection.ok()) return connection.status();
+  PgConnection& c = **connection;
+  const int64_t today = PgDayOf(absl::ToUnixMicros(absl::Now()));
+  std::vector<int64_t> ahead;
+  for (int64_t day = today; day <= today + kDaysAhead; ++day) {
+    ahead.push_back(day);
+  }
+  CACHEWATCH_RETURN_IF_ERROR(EnsurePartitions(c, ahead));
+
+  absl::StatusOr<std::vector<PgPartition>> partitions = PgListPartitions(c);
+  if (!partitions.ok()) return partitions.status();
+  const int64_t cutoff_day = PgDayOf(cutoff_us);
+  for (const PgPartition& partition : *partitions) {
+    if (partition.day >= cutoff_day) {
+      if (partition.day > cutoff_day) continue;
+      // The partition holding the cutoff: its older rows, a batch at a time.
+      while (true) {
+        absl::StatusOr<PgResult> deleted = c.Query(
+            absl::StrCat("DELETE FROM ", partition.name,
+                         " WHERE ctid IN (SELECT ctid FROM ", partition.name,
+                         " WHERE request_time_us < $1 LIMIT $2)"),
+            PgParams().Int(cutoff_us).Int(kRetentionBatchRows));
+        if (!deleted.ok()) return deleted.status();
+        total += deleted->affected();
+        if (deleted->affected() < kRetentionBatchRows) break;
+      }
+      continue;
+    }
+    // Wholly older than the cutoff: counted, then dropped.
+    absl::StatusOr<PgResult> count =
+        c.Query(absl::StrCat("SELECT count(*) FROM ", partition.name));
+    if (!count.ok()) return count.status();
+    CACHEWATCH_RETURN_IF_ERROR(
+        c.Exec(absl::StrCat("DROP TABLE IF EXISTS ", partition.name)));
+    total += count->row(0).Int(0);
+    std::lock_guard<std::mutex> lock(partitions_mu_);
+    known_days_.erase(partition.day);
+  }
+  while (true) {
+    absl::StatusOr<PgResult> deleted =
+        c.Query(R"sql(
+DELETE FROM tool_lists WHERE list_hash IN (
+  SELECT list_hash FROM tool_lists AS l
+  WHERE NOT EXISTS (SELECT 1 FROM turns WHERE tool_list_hash = l.list_hash)
+  LIMIT $1))sql",
+                PgParams().Int(kRetentionBatchRows));
+    if (!deleted.ok()) {
+      // A writer's new turn took a list as it was deleted: the next round
+      // sees the list referenced.
+      if (SqlState(deleted.status()) == "23503") break;
+      return deleted.status();
+    }
+    total += deleted->affected();
+    if (deleted->affected() < kRetentionBatchRows) break;
+  }
+  return total;
+}
+
+absl::Status PostgresStore::ProbeWritable() {
+  absl::Status status;
+  // Twice: the first connection leased may be one the server dropped since
+  // (a restart), which the pool replaces.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<PgPool::Lease> connection = readers_->Acquire();
+    status = connection.ok() ? (*connection)
+                                   ->Exec(
+                                       "BEGIN READ WRITE; "
+                                       "SELECT pg_current_xact_id(); ROLLBACK")
+                             : connection.status();
+    if (status.ok()) return status;
+    if (connection.ok() && (*connection)->ok()) {
+      (*connection)->Exec("ROLLBACK").IgnoreError();
+    }
+  }
+  return absl::UnavailableError(
+      absl::StrCat("PostgreSQL cannot write: ", status.message()));
+}
+
+size_t PostgresStore::queued_records() const {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  return queued_records_;
+}
+
+StoreStats PostgresStore::stats() const {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  StoreStats stats = stats_;
+  stats.queued_records = queued_records_;
+  if (!reachable_) {
+    stats.last_commit_failed = true;
+    stats.last_error = probe_error_;
+  }
+  return stats;
+}
+
+}  // namespace cachewatch

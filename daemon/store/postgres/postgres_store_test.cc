@@ -1,0 +1,360 @@
+// The PostgreSQL store's own behaviour, on a real PostgreSQL 15 server
+// started by the test: day partitions created ahead and dropped by
+// retention, migrations, two stores (two daemons) writing the same turns,
+// and a server restart mid-run with nothing acknowledged lost.
+#include "daemon/store/postgres/postgres_store.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "daemon/store/postgres/pg_schema.h"
+#include "daemon/store/sqlite/store_test_util.h"
+#include "daemon/store/stale_lanes.h"
+#include "tests/support/postgres_process.h"
+
+namespace cachewatch::testing {
+
+PostgresProcess* SharedPostgres();  // store_conformance_test.cc
+
+namespace {
+
+class PostgresStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!PostgresProcess::Available()) {
+      GTEST_SKIP() << PostgresProcess::SkipReason();
+    }
+    server_ = SharedPostgres();
+    ASSERT_NE(server_, nullptr) << "PostgreSQL failed to start";
+    static int databases = 0;
+    database_ = absl::StrCat("pgstore_", ++databases);
+    ASSERT_TRUE(server_->CreateDatabase(database_));
+  }
+
+  PostgresStoreOptions Options() const {
+    PostgresStoreOptions options;
+    options.url = server_->Url(database_);
+    options.timeout = std::chrono::milliseconds(3000);
+    options.probe_interval = std::chrono::milliseconds(100);
+    return options;
+  }
+
+  std::unique_ptr<PostgresStore> Open() {
+    absl::StatusOr<std::unique_ptr<PostgresStore>> store =
+        PostgresStore::Open(Options());
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  }
+
+  int64_t Query(const std::string& sql) {
+    const std::string out = server_->Psql(database_, sql);
+    int64_t value = -1;
+    if (!absl::SimpleAtoi(out, &value)) ADD_FAILURE() << sql << ": " << out;
+    return value;
+  }
+
+  // The partitions of `table`, by name.
+  std::set<std::string> Partitions(const std::string& table) {
+    const std::string out = server_->Psql(
+        database_,
+        "SELECT string_agg(c.relname, ',' ORDER BY c.relname) FROM "
+        "pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE "
+        "i.inhparent = '" +
+            table + "'::regclass");
+    std::set<std::string> names;
+    const std::vector<std::string> parts =
+        absl::StrSplit(out, ',', absl::SkipEmpty());
+    for (const std::string& name : parts) {
+      names.insert(name);
+    }
+    return names;
+  }
+
+  PostgresProcess* server_ = nullptr;
+  std::string database_;
+};
+
+std::string DayName(const std::string& table, int64_t day) {
+  return absl::StrCat(
+      table, "_p",
+      absl::FormatTime("%Y%m%d", absl::FromUnixSeconds(day * 86400),
+                       absl::UTCTimeZone()));
+}
+
+TEST_F(PostgresStoreTest, MigratesOnceAndRefusesANewerSchema) {
+  { auto store = Open(); }
+  { auto store = Open(); }  // Reopening applies nothing twice.
+  EXPECT_EQ(Query("SELECT count(*) FROM cachewatch_schema_migrations"),
+            PgLatestSchemaVersion());
+  server_->Psql(database_,
+                "INSERT INTO cachewatch_schema_migrations (version) VALUES "
+                "(999)");
+  absl::StatusOr<std::unique_ptr<PostgresStore>> store =
+      PostgresStore::Open(Options());
+  EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
+}
+
+TEST_F(PostgresStoreTest, UnreachableServerIsUnavailable) {
+  PostgresStoreOptions options = Options();
+  options.url = "postgresql://postgres@127.0.0.1:1/none";
+  absl::StatusOr<std::unique_ptr<PostgresStore>> store =
+      PostgresStore::Open(options);
+  EXPECT_TRUE(absl::IsUnavailable(store.status())) << store.status();
+}
+
+TEST_F(PostgresStoreTest, PartitionsAreCreatedAheadAndOnDemand) {
+  auto store = Open();
+  const int64_t today = PgDayOf(absl::ToUnixMicros(absl::Now()));
+  const std::set<std::string> turns = Partitions("turns");
+  for (int64_t day = today - 1; day <= today + 2; ++day) {
+    EXPECT_TRUE(turns.contains(DayName("turns", day))) << day;
+    EXPECT_TRUE(Partitions("prompt_cache_breaks")
+                    .contains(DayName("prompt_cache_breaks", day)));
+  }
+  // A turn of a day long past gets its partition when written.
+  const LaneKey key = Key();
+  ASSERT_TRUE(store
+                  ->Write(TurnUnit(key, "r0", kT0,
+                                   BreakWrite(FullBreak(key, "p", "r0", kT0))))
+                  .ok());
+  EXPECT_TRUE(Partitions("turns").contains(DayName("turns", PgDayOf(kT0))));
+  EXPECT_EQ(Query(absl::StrCat("SELECT count(*) FROM ",
+                               DayName("prompt_cache_breaks", PgDayOf(kT0)))),
+            1);
+}
+
+TEST_F(PostgresStoreTest, RetentionDropsWholeDaysAndTrimsTheCutoffDay) {
+  auto store = Open();
+  const LaneKey key = Key();
+  const int64_t day0 = PgDayOf(kT0);
+  // 3 turns on each of days 0..3 (at 01:00, 12:00, 23:00), a break on each.
+  for (int day = 0; day < 4; ++day) {
+    for (int hour : {1, 12, 23}) {
+      const int64_t time = (day0 + day) * kPgDayUs + hour * 3600 * kSecond;
+      const std::string id = absl::StrCat("d", day, "h", hour);
+      ASSERT_TRUE(store
+                      ->Write(TurnUnit(
+                          key, id, time,
+                          hour == 12 ? BreakWrite(FullBreak(key, "p", id, time))
+                                     : Classified(key, id, v1::VERDICT_OK)))
+                      .ok());
+    }
+  }
+  // Cutoff: day 2 at noon. Days 0 and 1 go whole; day 2 keeps 12:00, 23:00.
+  const int64_t cutoff = (day0 + 2) * kPgDayUs + 12 * 3600 * kSecond;
+  absl::StatusOr<int64_t> deleted = store->DeleteOlderThan(cutoff);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 6 + 2 + 1);  // Turns of days 0-1, their breaks, d2h1.
+  EXPECT_FALSE(Partitions("turns").contains(DayName("turns", day0)));
+  EXPECT_FALSE(Partitions("turns").contains(DayName("turns", day0 + 1)));
+  EXPECT_FALSE(Partitions("prompt_cache_breaks")
+                   .contains(DayName("prompt_cache_breaks", day0 + 1)));
+  EXPECT_TRUE(Partitions("turns").contains(DayName("turns", day0 + 2)));
+  EXPECT_EQ(Query("SELECT count(*) FROM turns"), 5);
+  EXPECT_EQ(Query("SELECT min(request_time_us) FROM turns"), cutoff);
+  EXPECT_EQ(Query("SELECT count(*) FROM prompt_cache_breaks"), 2);
+  EXPECT_EQ(Query("SELECT count(*) FROM tool_lists"), 1);  // Still used.
+  // A late turn of a dropped day is written again (its partition comes
+  // back), as the SQLite store would store it.
+  ASSERT_TRUE(store
+                  ->Write(TurnUnit(key, "late", kT0,
+                                   Classified(key, "late", v1::VERDICT_OK)))
+                  .ok());
+  EXPECT_EQ(Query("SELECT count(*) FROM turns"), 6);
+}
+
+// Two stores on one database, as two daemons: the same records written by
+// both at once are stored once.
+TEST_F(PostgresStoreTest, TwoStoresWritingTheSameTurnsStoreThemOnce) {
+  auto first = Open();
+  auto second = Open();
+  constexpr int kTurns = 200;
+  std::atomic<int> failures{0};
+  auto write_all = [&](PostgresStore* store) {
+    for (int i = 0; i < kTurns; ++i) {
+      const LaneKey key = Key(absl::StrCat("s", i % 5));
+      const std::string id = absl::StrCat("r", i);
+      // Usage first on one, snapshot first on the other: both orders.
+      std::vector<StoreWrite> unit = TurnUnit(
+          key, id, kT0 + i * kSecond, Classified(key, id, v1::VERDICT_OK));
+      if (store == first.get()) std::swap(unit[0], unit[1]);
+      const absl::Status written = store->Write(std::move(unit));
+      if (!written.ok()) {
+        ++failures;
+        ADD_FAILURE() << written;
+      }
+    }
+  };
+  std::thread a(write_all, first.get());
+  std::thread b(write_all, second.get());
+  a.join();
+  b.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(Query("SELECT count(*) FROM turns"), kTurns);
+  EXPECT_EQ(Query("SELECT count(*) FROM turns WHERE snapshot_received = 1 "
+                  "AND usage_received = 1 AND verdict = 'ok' AND "
+                  "request_time_us = response_time_us - 1000000"),
+            kTurns);
+}
+
+// A daemon's cached lane is stale once another daemon wrote the lane after
+// this one read it: its next write of the lane is refused whole (ABORTED,
+// the lane named), nothing of it stored, while the same batch's other lanes
+// commit; after reading the lane again, the write goes through. Writes of a
+// lane never looked up are not checked.
+TEST_F(PostgresStoreTest,
+       AWriteOfALaneAnotherStoreWroteSinceItsLookupIsRefused) {
+  PostgresStoreOptions options = Options();
+  // Long enough that the two writes below share one commit.
+  options.max_batch_delay = std::chrono::milliseconds(300);
+  absl::StatusOr<std::unique_ptr<PostgresStore>> opened =
+      PostgresStore::Open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  PostgresStore& a = **opened;
+  auto b = Open();
+  const LaneKey lane = Key("moved");
+  const LaneKey other = Key("stays");
+  for (const LaneKey& key : {lane, other}) {
+    absl::StatusOr<std::optional<RestoredLane>> none =
+        a.LoadLane(key, LaneLookup{});
+    ASSERT_TRUE(none.ok()) << none.status();
+    EXPECT_FALSE(none->has_value());
+  }
+  ASSERT_TRUE(
+      a.Write(TurnUnit(lane, "r0", kT0, Classified(lane, "r0", v1::VERDICT_OK)))
+          .ok());
+  // The lane moves to b, which reads it and writes its next turn.
+  absl::StatusOr<std::optional<RestoredLane>> read_by_b =
+      b->LoadLane(lane, LaneLookup{});
+  ASSERT_TRUE(read_by_b.ok() && read_by_b->has_value());
+  ASSERT_TRUE(b->Write(TurnUnit(lane, "r1", kT0 + kSecond,
+                                Classified(lane, "r1", v1::VERDICT_OK)))
+                  .ok());
+  // Back on a, whose cache still ends at r0; in the same batch, a lane only
+  // a writes.
+  absl::Status stale;
+  std::thread stale_writer([&] {
+    stale = a.Write(TurnUnit(lane, "r2", kT0 + 2 * kSecond,
+                             Classified(lane, "r2", v1::VERDICT_OK)));
+  });
+  const absl::Status fresh = a.Write(
+      TurnUnit(other, "o0", kT0, Classified(other, "o0", v1::VERDICT_OK)));
+  stale_writer.join();
+  EXPECT_TRUE(fresh.ok()) << fresh;
+  EXPECT_TRUE(absl::IsAborted(stale)) << stale;
+  const std::vector<LaneKey> named = StaleLanesOf(stale);
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0], lane);
+  EXPECT_EQ(Query("SELECT count(*) FROM turns WHERE request_id = 'r2'"), 0);
+  EXPECT_EQ(Query("SELECT count(*) FROM turns WHERE request_id = 'o0'"), 1);
+  EXPECT_FALSE(a.stats().last_commit_failed);
+
+  // Read again, a sees r1 and may write the lane.
+  absl::StatusOr<std::optional<RestoredLane>> reread =
+      a.LoadLane(lane, LaneLookup{});
+  ASSERT_TRUE(reread.ok() && reread->has_value());
+  EXPECT_EQ((*reread)->state.last_turn->request_id, "r1");
+  EXPECT_TRUE(a.Write(TurnUnit(lane, "r2", kT0 + 2 * kSecond,
+                               Classified(lane, "r2", v1::VERDICT_OK)))
+                  .ok());
+  // b's cache is the stale one now.
+  EXPECT_TRUE(absl::IsAborted(b->Write(TurnUnit(
+      lane, "r3", kT0 + 3 * kSecond, Classified(lane, "r3", v1::VERDICT_OK)))));
+  // A lane b never looked up: unchecked.
+  EXPECT_TRUE(b->Write(TurnUnit(other, "o1", kT0 + kSecond,
+                                Classified(other, "o1", v1::VERDICT_OK)))
+                  .ok());
+}
+
+// PostgreSQL stops and starts again under load: writes fail with
+// Unavailable meanwhile, the store reports itself unhealthy, and every
+// write acknowledged before, during and after is stored, once.
+TEST_F(PostgresStoreTest, RestartMidRunLosesNothingAcknowledged) {
+  auto store = Open();
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::set<std::string> acked;
+  std::atomic<int> unavailable{0};
+  std::atomic<int> other_errors{0};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 3; ++t) {
+    writers.emplace_back([&, t] {
+      const LaneKey key = Key(absl::StrCat("w", t));
+      for (int i = 0; !stop.load(); ++i) {
+        const std::string id = absl::StrCat("t", t, "-", i);
+        const absl::Status status = store->Write(TurnUnit(
+            key, id, kT0 + i * kSecond, Classified(key, id, v1::VERDICT_OK)));
+        if (status.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          acked.insert(id);
+        } else if (absl::IsUnavailable(status)) {
+          ++unavailable;
+          absl::SleepFor(absl::Milliseconds(20));
+        } else {
+          ++other_errors;
+          ADD_FAILURE() << status;
+        }
+      }
+    });
+  }
+  auto acked_count = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return acked.size();
+  };
+  auto wait_for_acks = [&](size_t more) {
+    const size_t target = acked_count() + more;
+    for (int i = 0; i < 600 && acked_count() < target; ++i) {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return acked_count() >= target;
+  };
+  ASSERT_TRUE(wait_for_acks(50));
+  ASSERT_TRUE(server_->Stop("immediate"));  // As a crash.
+  // Down: writes answer Unavailable, and the store says it is unhealthy.
+  for (int i = 0; i < 100 && unavailable.load() == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_GT(unavailable.load(), 0);
+  for (int i = 0; i < 100 && !store->stats().last_commit_failed; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(store->stats().last_commit_failed);
+  const absl::Status probed = store->ProbeWritable();
+  EXPECT_TRUE(absl::IsUnavailable(probed)) << probed;
+  ASSERT_TRUE(server_->Restart());
+  // Back: writes succeed again without reopening the store.
+  EXPECT_TRUE(wait_for_acks(50));
+  stop = true;
+  for (std::thread& writer : writers) writer.join();
+  EXPECT_EQ(other_errors.load(), 0);
+  // Healthy again once the prober reconnects too.
+  for (int i = 0; i < 100 && store->stats().last_commit_failed; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_FALSE(store->stats().last_commit_failed);
+  EXPECT_TRUE(store->ProbeWritable().ok());
+
+  std::set<std::string> stored;
+  const std::string out =
+      server_->Psql(database_, "SELECT string_agg(request_id, ',') FROM turns");
+  const std::vector<std::string> ids =
+      absl::StrSplit(out, ',', absl::SkipEmpty());
+  for (const std::string& id : ids) {
+    EXPECT_TRUE(stored.insert(id).second) << "stored twice: " << id;
+  }
+  for (const std::string& id : acked) {
+    EXPECT_TRUE(stored.contains(id)) << "acknowledged but lost: " << id;
+  }
+}
+
+}  // namespace
+}  // namespace cachewatch::testing
