@@ -211,10 +211,9 @@ TYPED_TEST(StoreConformanceTest, RetriesDoNotDuplicateOrOverwriteRows) {
                   ->Write({SnapshotWrite{
                       key, std::make_shared<const v1::Snapshot>(changed)}})
                   .ok());
-  ASSERT_TRUE(store
-                  ->Write({MakeUsage(key, "r1", kT0 + 61 * kSecond,
-                                     Usage(1, 1, 1))})
-                  .ok());
+  ASSERT_TRUE(
+      store->Write({MakeUsage(key, "r1", kT0 + 61 * kSecond, Usage(1, 1, 1))})
+          .ok());
   EXPECT_EQ(this->Count("turns"), 2);
   EXPECT_EQ(this->Count("prompt_cache_breaks"), 1);
   EXPECT_EQ(this->Count("tool_lists"), 1);
@@ -229,10 +228,9 @@ TYPED_TEST(StoreConformanceTest,
            UsageBeforeSnapshotKeepsTheSnapshotsRequestTime) {
   auto store = this->Open();
   const LaneKey key = Key();
-  ASSERT_TRUE(store
-                  ->Write({MakeUsage(key, "r0", kT0 + 5 * kSecond,
-                                     Usage(1, 2, 3))})
-                  .ok());
+  ASSERT_TRUE(
+      store->Write({MakeUsage(key, "r0", kT0 + 5 * kSecond, Usage(1, 2, 3))})
+          .ok());
   EXPECT_EQ(this->Query("SELECT request_time_us FROM turns"),
             kT0 + 5 * kSecond);
   ASSERT_TRUE(
