@@ -21,9 +21,10 @@ PgPool::PgPool(std::string conninfo, size_t size,
                std::chrono::milliseconds timeout,
                std::function<absl::Status(PgConnection&)> setup)
     : conninfo_(std::move(conninfo)),
+      size_(std::max<size_t>(1, size)),
       timeout_(timeout),
       setup_(std::move(setup)) {
-  idle_.resize(std::max<size_t>(1, size));
+  idle_.resize(size_);
 }
 
 absl::StatusOr<PgPool::Lease> PgPool::Acquire() {

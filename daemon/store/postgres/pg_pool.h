@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/store/postgres/pg_connection.h"
@@ -56,20 +55,24 @@ class PgPool {
   // True while the last connection attempt failed (until one succeeds).
   bool backing_off() const;
 
+  // The number of connections the pool holds at most.
+  size_t size() const { return size_; }
+
  private:
   void Release(std::unique_ptr<PgConnection> connection);
 
   const std::string conninfo_;
+  const size_t size_;
   const std::chrono::milliseconds timeout_;
   const std::function<absl::Status(PgConnection&)> setup_;
 
   mutable std::mutex mu_;
   std::condition_variable released_;
   // Idle connections; null entries are slots without a connection.
-  std::vector<std::unique_ptr<PgConnection>> idle_ ABSL_GUARDED_BY(mu_);
-  std::chrono::steady_clock::time_point next_attempt_ ABSL_GUARDED_BY(mu_){};
-  std::chrono::milliseconds backoff_ ABSL_GUARDED_BY(mu_){0};
-  absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<PgConnection>> idle_;       // Guarded by mu_.
+  std::chrono::steady_clock::time_point next_attempt_{};  // Guarded by mu_.
+  std::chrono::milliseconds backoff_{0};                  // Guarded by mu_.
+  absl::Status last_error_;                               // Guarded by mu_.
 };
 
 }  // namespace cachewatch

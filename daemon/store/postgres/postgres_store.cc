@@ -809,19 +809,21 @@ DELETE FROM tool_lists WHERE list_hash IN (
 
 absl::Status PostgresStore::ProbeWritable() {
   absl::Status status;
-  // Twice: the first connection leased may be one the server dropped since
-  // (a restart), which the pool replaces.
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  // After a server restart every idle connection may be one the server
+  // dropped: each failed use discards it and the pool replaces it, so up to
+  // one attempt per connection, plus the one that connects anew. A pool that
+  // cannot connect answers at once, which ends the attempts.
+  for (size_t attempt = 0; attempt <= readers_->size(); ++attempt) {
     absl::StatusOr<PgPool::Lease> connection = readers_->Acquire();
-    status = connection.ok() ? (*connection)
-                                   ->Exec(
-                                       "BEGIN READ WRITE; "
-                                       "SELECT pg_current_xact_id(); ROLLBACK")
-                             : connection.status();
-    if (status.ok()) return status;
-    if (connection.ok() && (*connection)->ok()) {
-      (*connection)->Exec("ROLLBACK").IgnoreError();
+    if (!connection.ok()) {
+      status = connection.status();
+      break;
     }
+    status =
+        (*connection)
+            ->Exec("BEGIN READ WRITE; SELECT pg_current_xact_id(); ROLLBACK");
+    if (status.ok()) return status;
+    if ((*connection)->ok()) (*connection)->Exec("ROLLBACK").IgnoreError();
   }
   return absl::UnavailableError(
       absl::StrCat("PostgreSQL cannot write: ", status.message()));

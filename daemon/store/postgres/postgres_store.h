@@ -48,7 +48,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cachewatch/v1/break.pb.h"
@@ -140,11 +139,12 @@ class PostgresStore final : public RecordStore, public BreakQueries {
                 std::unique_ptr<PgPool> writer,
                 std::unique_ptr<PgPool> readers);
 
-  std::vector<PendingWrite*> TakeBatch(std::unique_lock<std::mutex>& lock)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
-  void CommitBatch(const std::vector<PendingWrite*>& batch)
-      ABSL_LOCKS_EXCLUDED(queue_mu_);
-  bool BatchFull() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // Requires queue_mu_ (held through `lock`).
+  std::vector<PendingWrite*> TakeBatch(std::unique_lock<std::mutex>& lock);
+  // Called without queue_mu_ held.
+  void CommitBatch(const std::vector<PendingWrite*>& batch);
+  // Requires queue_mu_.
+  bool BatchFull() const;
   // One attempt at committing `units` on the writer connection.
   // `claimed`: the batch's lanes in the order of their claim.
   absl::Status CommitUnits(
@@ -166,26 +166,26 @@ class PostgresStore final : public RecordStore, public BreakQueries {
 
   mutable std::mutex queue_mu_;
   std::condition_variable queue_changed_;
-  std::deque<PendingWrite*> queue_ ABSL_GUARDED_BY(queue_mu_);
-  size_t queued_records_ ABSL_GUARDED_BY(queue_mu_) = 0;
-  bool closing_ ABSL_GUARDED_BY(queue_mu_) = false;
-  bool committing_ ABSL_GUARDED_BY(queue_mu_) = false;
-  StoreStats stats_ ABSL_GUARDED_BY(queue_mu_);
-  int64_t finished_batches_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  std::deque<PendingWrite*> queue_;  // Guarded by queue_mu_.
+  size_t queued_records_ = 0;        // Guarded by queue_mu_.
+  bool closing_ = false;             // Guarded by queue_mu_.
+  bool committing_ = false;          // Guarded by queue_mu_.
+  StoreStats stats_;                 // Guarded by queue_mu_.
+  int64_t finished_batches_ = 0;     // Guarded by queue_mu_.
   // The prober's last answer: false while the server cannot be reached.
-  bool reachable_ ABSL_GUARDED_BY(queue_mu_) = true;
-  std::string probe_error_ ABSL_GUARDED_BY(queue_mu_);
+  bool reachable_ = true;    // Guarded by queue_mu_.
+  std::string probe_error_;  // Guarded by queue_mu_.
 
   // This store's id in lane_writers: random per Open.
   const std::string writer_id_;
   std::mutex seen_mu_;
-  std::unordered_map<int64_t, int64_t> seen_ ABSL_GUARDED_BY(seen_mu_);
+  std::unordered_map<int64_t, int64_t> seen_;  // Guarded by seen_mu_.
   // seen_ outgrew its cap and was cleared: a lane missing from it is checked
   // against 0 (any other daemon's write counts).
-  bool seen_overflowed_ ABSL_GUARDED_BY(seen_mu_) = false;
+  bool seen_overflowed_ = false;  // Guarded by seen_mu_.
 
   std::mutex partitions_mu_;
-  std::set<int64_t> known_days_ ABSL_GUARDED_BY(partitions_mu_);
+  std::set<int64_t> known_days_;  // Guarded by partitions_mu_.
 
   std::thread prober_;  // Last: started once everything else is set up.
 };
