@@ -89,27 +89,27 @@ std::vector<std::string> ChangedSections(const v1::Snapshot& before,
 
 // The index of the last message breakpoint, or the last block when the
 // request has no explicit message breakpoint (automatic caching).
-int32_t LastMessageBreakpoint(const v1::Snapshot& snapshot) {
+int32_t LastMessageBreakpoint(const Turn& turn) {
   int32_t last = -1;
   for (const v1::Breakpoint& breakpoint :
-       snapshot.cache_control().breakpoints()) {
+       turn.snapshot->cache_control().breakpoints()) {
     if (breakpoint.segment() == v1::PROMPT_SEGMENT_MESSAGES) {
       last = std::max(last, static_cast<int32_t>(breakpoint.index()));
     }
   }
-  return last >= 0 ? last : snapshot.message_chain_size() - 1;
+  return last >= 0 ? last
+                   : static_cast<int32_t>(MessageChainOf(turn).size()) - 1;
 }
 
 // First block where the chains differ; the current chain's end when it is
 // a strict prefix of the previous one (history truncated); -1 otherwise.
-int32_t FirstChangedBlock(const v1::Snapshot& before,
-                          const v1::Snapshot& after) {
-  const int common =
-      std::min(before.message_chain_size(), after.message_chain_size());
-  for (int i = 0; i < common; ++i) {
-    if (before.message_chain(i) != after.message_chain(i)) return i;
+int32_t FirstChangedBlock(absl::Span<const uint64_t> before,
+                          absl::Span<const uint64_t> after) {
+  const size_t common = std::min(before.size(), after.size());
+  for (size_t i = 0; i < common; ++i) {
+    if (before[i] != after[i]) return static_cast<int32_t>(i);
   }
-  return after.message_chain_size() < before.message_chain_size() ? common : -1;
+  return after.size() < before.size() ? static_cast<int32_t>(common) : -1;
 }
 
 struct TtlChoice {
@@ -185,17 +185,17 @@ void AddStructuralReasons(const Turn& previous, const Turn& current,
   CopyNames(sections, event.mutable_changed_system_sections());
 
   event.set_first_changed_message_block(-1);
-  if (before.message_chain_size() == 0 || after.message_chain_size() == 0) {
-    return;
-  }
-  const int32_t first_changed = FirstChangedBlock(before, after);
+  const absl::Span<const uint64_t> before_chain = MessageChainOf(previous);
+  const absl::Span<const uint64_t> after_chain = MessageChainOf(current);
+  if (before_chain.empty() || after_chain.empty()) return;
+  const int32_t first_changed = FirstChangedBlock(before_chain, after_chain);
   event.set_first_changed_message_block(first_changed);
   if (first_changed >= 0) {
     AddReason(v1::REASON_MESSAGES_CHANGED, event);
     return;
   }
-  const int32_t last_write = LastMessageBreakpoint(before);
-  const int32_t breakpoint = LastMessageBreakpoint(after);
+  const int32_t last_write = LastMessageBreakpoint(previous);
+  const int32_t breakpoint = LastMessageBreakpoint(current);
   event.set_blocks_since_last_write(std::max(0, breakpoint - last_write));
   if (event.reasons_size() == 0 && traits.lookback_blocks > 0 &&
       breakpoint - last_write >= traits.lookback_blocks) {

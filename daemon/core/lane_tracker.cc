@@ -13,26 +13,6 @@ namespace {
 
 using google::protobuf::util::TimeUtil;
 
-// What the classifier reads of a previous turn's snapshot: everything but
-// the lane key, request id and time (the Turn and the lane hold those) and
-// the tools (shared, see Baseline).
-std::shared_ptr<const v1::Snapshot> BaselineSnapshot(
-    const v1::Snapshot& snapshot) {
-  auto baseline = std::make_shared<v1::Snapshot>();
-  baseline->set_provider(snapshot.provider());
-  baseline->set_model(snapshot.model());
-  baseline->set_system_hash(snapshot.system_hash());
-  *baseline->mutable_system_sections() = snapshot.system_sections();
-  if (snapshot.has_cache_control()) {
-    *baseline->mutable_cache_control() = snapshot.cache_control();
-  }
-  baseline->set_options_hash(snapshot.options_hash());
-  *baseline->mutable_message_chain() = snapshot.message_chain();
-  baseline->set_expected_drop(snapshot.expected_drop());
-  baseline->set_tool_order_policy(snapshot.tool_order_policy());
-  return baseline;
-}
-
 }  // namespace
 
 LaneTracker::LaneTracker(TrackerOptions tracker_options,
@@ -139,21 +119,24 @@ void LaneTracker::Drain(const LaneKey& key, Lane& lane, int64_t now_us,
 
 Turn LaneTracker::Baseline(const Turn& turn, const Turn* previous,
                            const v1::TurnClassification& classification) {
+  // No provider diagnostics: the classifier reads only the current turn's.
   Turn baseline;
   baseline.request_id = turn.request_id;
   baseline.usage = turn.usage;
-  baseline.provider_diagnostics = turn.provider_diagnostics;
   baseline.provider = turn.provider;
   baseline.model = turn.model;
   baseline.request_time_us = turn.request_time_us;
   if (turn.snapshot != nullptr) {
     baseline.tools = tool_lists_.Intern(ToolsOf(turn));
-    baseline.snapshot = BaselineSnapshot(*turn.snapshot);
+    const absl::Span<const uint64_t> chain = MessageChainOf(turn);
+    baseline.message_chain.assign(chain.begin(), chain.end());
+    baseline.snapshot = snapshots_.Intern(*turn.snapshot);
   } else if (previous != nullptr &&
              classification.verdict() != v1::VERDICT_BREAK) {
     // The lost snapshot most likely matched the last one seen: nothing
     // broke. Its usage is what the next turn is measured against.
     baseline.tools = previous->tools;
+    baseline.message_chain = previous->message_chain;
     baseline.snapshot = previous->snapshot;
   }
   return baseline;
@@ -167,7 +150,9 @@ void LaneTracker::LateSnapshot(Lane& lane,
   }
   Turn& last = *lane.last;
   last.tools = tool_lists_.Intern(snapshot->tools());
-  last.snapshot = BaselineSnapshot(*snapshot);
+  last.message_chain.assign(snapshot->message_chain().begin(),
+                            snapshot->message_chain().end());
+  last.snapshot = snapshots_.Intern(*snapshot);
   if (last.model.empty()) last.model = snapshot->model();
 }
 
@@ -307,6 +292,7 @@ std::vector<ClassifiedTurn> LaneTracker::Expire(int64_t now_us) {
     Forget(it);
   }
   tool_lists_.Sweep();
+  snapshots_.Sweep();
   return classified;
 }
 

@@ -25,12 +25,16 @@
 // wait on. The tracker itself does no I/O.
 //
 // An idle lane keeps only its baseline (what the classifier compares the
-// next turn with, without the fields its key already holds), its recent
+// next turn with, without the fields its key already holds and without
+// provider diagnostics), its recent
 // turns' request ids (as XXH3-64 hashes: two ids of one lane's last
 // `remembered_request_ids` turns sharing a hash, a ~2^-60 event, would make
 // the second a duplicate) with their classifications, and its tool list,
 // which is shared with every other lane of the tracker that sent the same
-// list (ToolListInterner).
+// list (ToolListInterner). Of the baseline's snapshot a lane keeps its
+// message chain; the rest (model, system sections, cache_control layout,
+// options) is shared with every lane of the tracker whose last turn sent the
+// same (SnapshotInterner).
 //
 // Not thread-safe: callers serialize access (the daemon shards lanes over
 // several trackers, each behind its own mutex).
@@ -53,6 +57,7 @@
 #include "cachewatch/v1/usage.pb.h"
 #include "daemon/core/classifier.h"
 #include "daemon/core/lane_state.h"
+#include "daemon/core/snapshot_interner.h"
 #include "daemon/core/tool_list_interner.h"
 #include "daemon/core/turn.h"
 
@@ -209,8 +214,8 @@ class LaneTracker {
   // the lane's baseline snapshot when that turn is still the baseline.
   void LateSnapshot(Lane& lane, std::shared_ptr<const v1::Snapshot> snapshot);
   void DropOldestUnpaired(Lane& lane);
-  // `turn` as a lane keeps it for the next classification: its snapshot
-  // reduced to what the classifier reads, its tools interned. A turn
+  // `turn` as a lane keeps it for the next classification: its message
+  // chain, the rest of its snapshot and its tools interned. A turn
   // without a snapshot that was no break keeps `previous`'s snapshot.
   Turn Baseline(const Turn& turn, const Turn* previous,
                 const v1::TurnClassification& classification);
@@ -221,6 +226,7 @@ class LaneTracker {
   // The keys of lanes_ (which never move), most recently used first.
   std::list<const LaneKey*> lru_;
   ToolListInterner tool_lists_;
+  SnapshotInterner snapshots_;
 };
 
 }  // namespace cachewatch

@@ -22,6 +22,12 @@ const google::protobuf::RepeatedPtrField<v1::ToolRef>& ToolsOf(
   return turn.tools != nullptr ? *turn.tools : turn.snapshot->tools();
 }
 
+absl::Span<const uint64_t> MessageChainOf(const Turn& turn) {
+  if (!turn.message_chain.empty()) return turn.message_chain;
+  const auto& chain = turn.snapshot->message_chain();
+  return absl::MakeConstSpan(chain.data(), static_cast<size_t>(chain.size()));
+}
+
 std::string BreakIdFor(const LaneKey& key, std::string_view request_id) {
   const std::string joined =
       absl::StrCat(key.agent, "\x1f", key.session_id, "\x1f", key.lane, "\x1f",

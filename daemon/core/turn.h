@@ -12,7 +12,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "absl/types/span.h"
 #include "cachewatch/v1/snapshot.pb.h"
 #include "cachewatch/v1/usage.pb.h"
 
@@ -49,6 +51,11 @@ struct Turn {
   // baseline keeps its tools in a list shared by every lane that sent the
   // same one (LaneTracker). Null: the tools are the snapshot's.
   std::shared_ptr<const google::protobuf::RepeatedPtrField<v1::ToolRef>> tools;
+  // The snapshot's message chain when `snapshot` holds none of its own: a
+  // lane's baseline shares the rest of its snapshot with other lanes
+  // (SnapshotInterner) and keeps only its chain. Empty: the chain is the
+  // snapshot's.
+  std::vector<uint64_t> message_chain;
   std::optional<v1::NormalizedUsage> usage;  // Empty until received.
   std::optional<v1::ProviderCacheDiagnostics> provider_diagnostics;
   v1::Provider provider = v1::PROVIDER_UNSPECIFIED;
@@ -62,6 +69,10 @@ struct Turn {
 // else the snapshot's own.
 const google::protobuf::RepeatedPtrField<v1::ToolRef>& ToolsOf(
     const Turn& turn);
+
+// The message chain of a turn's snapshot, which must not be null:
+// `message_chain` when set, else the snapshot's own.
+absl::Span<const uint64_t> MessageChainOf(const Turn& turn);
 
 // The hex break id of a turn: XXH3-64 of the lane key and request id.
 std::string BreakIdFor(const LaneKey& key, std::string_view request_id);
