@@ -27,7 +27,7 @@ one real PostgreSQL store (docs/FLEET.md), with the project's rules.
 6. Start PostgreSQL again: the daemons report healthy and the alert
    resolves (it leaves /api/v1/alerts).
 Skips (77) only where the Prometheus or PostgreSQL binaries are missing.
-Everything started is stopped at the end, also on failure. Takes ~60 s.
+Everything started is stopped at the end, also on failure. Takes ~30 s.
 """
 
 import os
