@@ -68,7 +68,9 @@ class Prometheus:
         return None, data["result"]
 
 
-def start_prometheus(procs, prometheus, metrics_address, rules_dir, deadline):
+def start_prometheus(procs, prometheus, targets, rules_dir, deadline):
+    """Starts Prometheus scraping `targets` (host:port metrics addresses) as
+    one job, `cachewatch`, with RULE_FILES of `rules_dir`."""
     config = os.path.join(procs.tmp, "prometheus.yml")
     rule_files = [os.path.join(rules_dir, name) for name in RULE_FILES]
     with open(config, "w", encoding="utf-8") as f:
@@ -79,7 +81,7 @@ def start_prometheus(procs, prometheus, metrics_address, rules_dir, deadline):
             "rule_files": rule_files,
             "scrape_configs": [{
                 "job_name": "cachewatch",
-                "static_configs": [{"targets": [metrics_address]}],
+                "static_configs": [{"targets": list(targets)}],
             }],
         }, f, indent=2)
     for attempt in range(3):
@@ -218,7 +220,7 @@ def main():
         print(cwtest.simulate(args.cachewatch, grpc, seed=1, tag="dash-a"))
         deadline.check("running the first simulation")
 
-        prom = start_prometheus(procs, prometheus_bin, metrics, rules_dir,
+        prom = start_prometheus(procs, prometheus_bin, [metrics], rules_dir,
                                 deadline)
         wait_until(deadline, "the first scrape of cachewatchd",
                    lambda: prom.query('up{job="cachewatch"} == 1')[1], 20)
