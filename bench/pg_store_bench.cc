@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "bench/records.h"
+#include "bench/store_turns.h"
 #include "daemon/store/postgres/postgres_store.h"
 #include "tests/support/postgres_process.h"
 
@@ -37,45 +37,10 @@ namespace {
 
 constexpr int kWriters = 4;
 constexpr int kTurnsPerWrite = 50;
-constexpr int kTurnsPerLane = 100;
 constexpr int kRowsPerCopy = 1000;
 constexpr double kTarget = 0.5;
 
 using Clock = std::chrono::steady_clock;
-
-struct Turn {
-  LaneId lane;
-  std::shared_ptr<const v1::Snapshot> snapshot;
-  v1::Usage usage;
-};
-
-std::vector<Turn> MakeTurns(int writer, int turns) {
-  std::vector<Turn> result;
-  result.reserve(turns);
-  for (int i = 0; i < turns; ++i) {
-    const LaneId lane{"bench-agent", "session-" + std::to_string(writer) + "-" +
-                                         std::to_string(i / kTurnsPerLane)};
-    const int64_t turn = i % kTurnsPerLane;
-    result.push_back({lane,
-                      std::make_shared<v1::Snapshot>(MakeSnapshot(lane, turn)),
-                      MakeUsage(lane, turn)});
-  }
-  return result;
-}
-
-std::vector<StoreWrite> WritesOf(const Turn& turn) {
-  const LaneKey key{turn.lane.agent, turn.lane.session_id, "main"};
-  v1::NormalizedUsage normalized = turn.usage.normalized();
-  v1::TurnClassification classification;
-  classification.set_verdict(v1::VERDICT_OK);
-  classification.set_expected_reuse_tokens(normalized.cache_read_tokens());
-  std::vector<StoreWrite> writes;
-  writes.emplace_back(SnapshotWrite{key, turn.snapshot});
-  writes.emplace_back(UsageWrite{key, turn.usage, normalized});
-  writes.emplace_back(
-      ClassificationWrite{key, turn.usage.request_id(), classification});
-  return writes;
-}
 
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "pg_store_bench: %s\n", message.c_str());
@@ -94,7 +59,7 @@ std::unique_ptr<PostgresStore> OpenStore(const std::string& url) {
 
 // Turns per second through PostgresStore::Write.
 double RunStore(const std::string& url,
-                const std::vector<std::vector<Turn>>& turns) {
+                const std::vector<std::vector<StoreTurn>>& turns) {
   std::unique_ptr<PostgresStore> store = OpenStore(url);
   std::vector<std::vector<std::vector<StoreWrite>>> batches(turns.size());
   int64_t rows = 0;
@@ -133,7 +98,7 @@ std::string Hex(uint64_t value) {
 }
 
 // One turns row in COPY text format (columns as in kCopyColumns).
-std::string CopyRow(const Turn& turn) {
+std::string CopyRow(const StoreTurn& turn) {
   const v1::Snapshot& snapshot = *turn.snapshot;
   const v1::NormalizedUsage& usage = turn.usage.normalized();
   const int64_t request_us = snapshot.request_time().seconds() * 1'000'000 +
@@ -198,13 +163,13 @@ void Exec(PGconn* conn, const std::string& sql) {
 
 // Rows per second through COPY, kRowsPerCopy per transaction.
 double RunRaw(const std::string& url,
-              const std::vector<std::vector<Turn>>& turns) {
+              const std::vector<std::vector<StoreTurn>>& turns) {
   OpenStore(url);  // The same schema and partitions.
   std::vector<std::string> chunks;
   std::string chunk;
   int64_t rows = 0;
-  for (const std::vector<Turn>& writer : turns) {
-    for (const Turn& turn : writer) {
+  for (const std::vector<StoreTurn>& writer : turns) {
+    for (const StoreTurn& turn : writer) {
       chunk += CopyRow(turn);
       if (++rows % kRowsPerCopy == 0) {
         chunks.push_back(std::move(chunk));
@@ -254,9 +219,9 @@ int Main(int argc, char** argv) {
   if (!server->CreateDatabase("raw") || !server->CreateDatabase("store")) {
     Die("cannot create the databases");
   }
-  std::vector<std::vector<Turn>> turns;
+  std::vector<std::vector<StoreTurn>> turns;
   for (int w = 0; w < kWriters; ++w) {
-    turns.push_back(MakeTurns(w, turns_per_writer));
+    turns.push_back(MakeStoreTurns(w, turns_per_writer));
   }
   const double raw_rate = RunRaw(server->Url("raw"), turns);
   const double store_rate = RunStore(server->Url("store"), turns);

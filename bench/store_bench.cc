@@ -30,7 +30,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/records.h"
+#include "bench/store_turns.h"
 #include "daemon/store/sqlite/sqlite_store.h"
 #include "daemon/util/temp_dir.h"
 
@@ -39,50 +39,14 @@ namespace {
 
 constexpr int kWriters = 4;
 constexpr int kTurnsPerWrite = 50;
-constexpr int kTurnsPerLane = 100;
 constexpr int kRowsPerTransaction = 1000;
 constexpr double kTarget = 0.5;
 
 using Clock = std::chrono::steady_clock;
 
-struct Turn {
-  LaneId lane;
-  std::shared_ptr<const v1::Snapshot> snapshot;
-  v1::Usage usage;
-};
-
-// Turns of writer `writer`: lanes of kTurnsPerLane turns each.
-std::vector<Turn> MakeTurns(int writer, int turns) {
-  std::vector<Turn> result;
-  result.reserve(turns);
-  for (int i = 0; i < turns; ++i) {
-    const LaneId lane{"bench-agent", "session-" + std::to_string(writer) + "-" +
-                                         std::to_string(i / kTurnsPerLane)};
-    const int64_t turn = i % kTurnsPerLane;
-    result.push_back({lane,
-                      std::make_shared<v1::Snapshot>(MakeSnapshot(lane, turn)),
-                      MakeUsage(lane, turn)});
-  }
-  return result;
-}
-
-std::vector<StoreWrite> WritesOf(const Turn& turn) {
-  const LaneKey key{turn.lane.agent, turn.lane.session_id, "main"};
-  v1::NormalizedUsage normalized = turn.usage.normalized();
-  v1::TurnClassification classification;
-  classification.set_verdict(v1::VERDICT_OK);
-  classification.set_expected_reuse_tokens(normalized.cache_read_tokens());
-  std::vector<StoreWrite> writes;
-  writes.emplace_back(SnapshotWrite{key, turn.snapshot});
-  writes.emplace_back(UsageWrite{key, turn.usage, normalized});
-  writes.emplace_back(
-      ClassificationWrite{key, turn.usage.request_id(), classification});
-  return writes;
-}
-
 // Rows (3 per turn) per second through SqliteStore::Write.
 double RunStore(const std::string& path,
-                const std::vector<std::vector<Turn>>& turns) {
+                const std::vector<std::vector<StoreTurn>>& turns) {
   StoreOptions options;
   options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteStore>> store =
@@ -218,13 +182,13 @@ class RawWriter {
 
   // Writes `turns` in transactions of kRowsPerTransaction rows; returns
   // rows (3 per turn) per second.
-  double Run(const std::vector<std::vector<Turn>>& turns) {
+  double Run(const std::vector<std::vector<StoreTurn>>& turns) {
     const Clock::time_point start = Clock::now();
     int64_t rows = 0;
     int in_transaction = 0;
     Exec("BEGIN");
-    for (const std::vector<Turn>& writer_turns : turns) {
-      for (const Turn& turn : writer_turns) {
+    for (const std::vector<StoreTurn>& writer_turns : turns) {
+      for (const StoreTurn& turn : writer_turns) {
         WriteTurn(turn);
         rows += 3;
         in_transaction += 3;
@@ -258,14 +222,14 @@ class RawWriter {
     Check(sqlite3_step(statement), db_, "step");
     sqlite3_reset(statement);
   }
-  void BindKey(sqlite3_stmt* statement, int first, const Turn& turn) {
+  void BindKey(sqlite3_stmt* statement, int first, const StoreTurn& turn) {
     Text(statement, first, turn.lane.agent);
     Text(statement, first + 1, turn.lane.session_id);
     Text(statement, first + 2, "main");
     Text(statement, first + 3, turn.usage.request_id());
   }
 
-  void WriteTurn(const Turn& turn) {
+  void WriteTurn(const StoreTurn& turn) {
     const v1::Snapshot& snapshot = *turn.snapshot;
     // The content address of the tool list, as the store keeps it.
     std::string tools;
@@ -361,9 +325,9 @@ int Main(int argc, char** argv) {
   }
   const TempDir temp_dir("store_bench");
   const std::filesystem::path dir = temp_dir.path();
-  std::vector<std::vector<Turn>> turns;
+  std::vector<std::vector<StoreTurn>> turns;
   for (int w = 0; w < kWriters; ++w) {
-    turns.push_back(MakeTurns(w, turns_per_writer));
+    turns.push_back(MakeStoreTurns(w, turns_per_writer));
   }
   double raw_rate = 0;
   {

@@ -299,21 +299,11 @@ void ClaudeCodeTranscript::Line(std::string_view line, int64_t number) {
   const bool compaction = compaction_pending_.erase(lane) > 0;
   if (compaction) fields.expected_drop = v1::EXPECTED_DROP_COMPACTION;
   fields.raw_usage_json = std::string(entry.usage);
-  absl::StatusOr<TranscriptTurn> turn = MakeTurn(std::move(fields));
-  if (!turn.ok()) {
+  if (!context_.EmitTurn(MakeTurn(std::move(fields)), number, kClaudeCodeAgent,
+                         "unreadable usage")) {
     if (node.parent >= 0) nodes_[node.parent].prompt_end = was_prompt_end;
     if (compaction) compaction_pending_.insert(lane);
-    context_.tally.Skip(absl::IsFailedPrecondition(turn.status())
-                            ? "claude-code: request with no prompt tokens"
-                            : "claude-code: unreadable usage");
-    if (!absl::IsFailedPrecondition(turn.status())) {
-      context_.tally.Problem(context_.path, number,
-                             std::string(turn.status().message()));
-    }
-    return;
   }
-  ++context_.tally.requests;
-  context_.sink(*std::move(turn));
 }
 
 }  // namespace cachewatch::cli

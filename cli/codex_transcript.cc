@@ -155,17 +155,11 @@ void CodexTranscript::Line(std::string_view line, int64_t number) {
       {"output_tokens", last->output},
       {"output_tokens_details", {{"reasoning_tokens", last->reasoning}}}};
   fields.raw_usage_json = usage.dump();
-  absl::StatusOr<TranscriptTurn> turn = MakeTurn(std::move(fields));
-  if (!turn.ok()) {
+  if (!context_.EmitTurn(MakeTurn(std::move(fields)), number, kCodexAgent,
+                         "unreadable usage")) {
     request_points_.pop_back();  // An unreadable request is no prompt end.
     compaction_pending_ = compaction;
-    context_.tally.Skip(absl::IsFailedPrecondition(turn.status())
-                            ? "codex: request with no prompt tokens"
-                            : "codex: unreadable usage");
-    return;
   }
-  ++context_.tally.requests;
-  context_.sink(*std::move(turn));
 }
 
 }  // namespace cachewatch::cli

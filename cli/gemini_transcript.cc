@@ -147,21 +147,11 @@ void GeminiTranscript::AddMessage(const Json& message, int64_t number) {
       {"thoughtsTokenCount", CountMember(*tokens, "thoughts")},
       {"toolUsePromptTokenCount", CountMember(*tokens, "tool")}};
   fields.raw_usage_json = usage.dump();
-  absl::StatusOr<TranscriptTurn> turn = MakeTurn(std::move(fields));
-  if (!turn.ok()) {
+  if (!context_.EmitTurn(MakeTurn(std::move(fields)), number, kGeminiAgent,
+                         "unreadable tokens")) {
     if (index > 0) history_[index - 1].prompt_end = was_prompt_end;
     compaction_pending_ = compaction;
-    context_.tally.Skip(absl::IsFailedPrecondition(turn.status())
-                            ? "gemini-cli: request with no prompt tokens"
-                            : "gemini-cli: unreadable tokens");
-    if (!absl::IsFailedPrecondition(turn.status())) {
-      context_.tally.Problem(context_.path, number,
-                             std::string(turn.status().message()));
-    }
-    return;
   }
-  ++context_.tally.requests;
-  context_.sink(*std::move(turn));
 }
 
 void GeminiTranscript::Line(std::string_view line, int64_t number) {

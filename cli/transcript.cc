@@ -40,6 +40,24 @@ void TranscriptContext::CorruptLine(int64_t number) {
   tally.Problem(path, number, "not a JSON object (truncated or corrupt)");
 }
 
+bool TranscriptContext::EmitTurn(absl::StatusOr<TranscriptTurn> turn,
+                                 int64_t number, std::string_view agent,
+                                 std::string_view unreadable) {
+  if (turn.ok()) {
+    ++tally.requests;
+    sink(*std::move(turn));
+    return true;
+  }
+  if (absl::IsFailedPrecondition(turn.status())) {
+    tally.Skip(
+        absl::StrCat(std::string(agent), ": request with no prompt tokens"));
+  } else {
+    tally.Skip(absl::StrCat(std::string(agent), ": ", std::string(unreadable)));
+    tally.Problem(path, number, std::string(turn.status().message()));
+  }
+  return false;
+}
+
 absl::StatusOr<TranscriptTurn> MakeTurn(RequestFields fields) {
   CACHEWATCH_ASSIGN_OR_RETURN(
       v1::NormalizedUsage normalized,

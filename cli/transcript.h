@@ -109,6 +109,15 @@ struct TranscriptContext {
   // the problems.
   void CorruptLine(int64_t number);
 
+  // Ends line `number`, a request, with the turn MakeTurn made of it: a turn
+  // is counted and given to the sink (true); a failure is skipped as
+  // "<agent>: request with no prompt tokens" (FailedPrecondition) or as
+  // "<agent>: <unreadable>" (the normalizer's InvalidArgument, also named
+  // among the problems), and false tells the reader to undo what the request
+  // marked.
+  bool EmitTurn(absl::StatusOr<TranscriptTurn> turn, int64_t number,
+                std::string_view agent, std::string_view unreadable);
+
   const std::string path;
   const std::string file_session_id;
   ReadTally& tally;

@@ -315,6 +315,45 @@ TEST(ImportCodexTest, FixtureGivesTheBreaksItWasBuiltFor) {
   EXPECT_EQ(report["read"]["versions"]["codex 0.39.0"], 1);
 }
 
+// A token_count whose usage the normalizer refuses (a count above its
+// bound) is skipped and its line named among the problems; one counting no
+// prompt token is skipped without a problem; the next request still counts.
+TEST(ImportCodexTest, AnUnreadableUsageNamesItsLine) {
+  TempDir dir;
+  auto token_count = [](int second, int64_t input, int64_t total) {
+    const Json usage = {{"input_tokens", input},
+                        {"cached_input_tokens", 0},
+                        {"output_tokens", 1},
+                        {"total_tokens", total}};
+    return Json{
+        {"timestamp", "2025-09-15T09:00:0" + std::to_string(second) + ".000Z"},
+        {"type", "event_msg"},
+        {"payload",
+         {{"type", "token_count"},
+          {"info",
+           {{"last_token_usage", usage}, {"total_token_usage", usage}}}}}}
+        .dump();
+  };
+  std::ofstream(dir.File("s.jsonl"))
+      << Json{{"timestamp", "2025-09-15T09:00:00.000Z"},
+              {"type", "turn_context"},
+              {"payload", {{"model", "gpt-5-codex"}}}}
+             .dump()
+      << "\n"
+      << token_count(1, 2'000'000'000'000, 1) << "\n"
+      << token_count(2, 0, 2) << "\n"
+      << token_count(3, 20000, 20001) << "\n";
+  const Json report = ImportJson({"codex", dir.path()});
+  EXPECT_EQ(report["read"]["requests"], 1);
+  EXPECT_EQ(report["read"]["skipped"]["codex: unreadable usage"], 1);
+  EXPECT_EQ(report["read"]["skipped"]["codex: request with no prompt tokens"],
+            1);
+  const ProcessResult text = Cli({"import", "codex", dir.path(), "--verbose"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("s.jsonl:2: raw_usage_json"));
+  EXPECT_THAT(text.out, ::testing::Not(HasSubstr("s.jsonl:3:")));
+}
+
 TEST(ImportGeminiTest, FixtureGivesTheBreaksItWasBuiltFor) {
   const Json report = ImportJson({"gemini", kGemini});
   ASSERT_FALSE(report.is_discarded());

@@ -108,6 +108,7 @@ class BackendNames {
 };
 TYPED_TEST_SUITE(StoreConformanceTest, Backends, BackendNames);
 
+// Writes turn r0 (cold start) and turn r1 (a break against r0) of `key`.
 template <typename S>
 v1::PromptCacheBreak WriteBrokenPair(S& store, const LaneKey& key) {
   EXPECT_TRUE(
@@ -186,6 +187,7 @@ TYPED_TEST(StoreConformanceTest, ExplainBreakRebuildsBothSnapshots) {
 TYPED_TEST(StoreConformanceTest, ExplainBreakLeavesMissingSnapshotsAbsent) {
   auto store = this->Open();
   const LaneKey key = Key();
+  // A usage and a break, but no snapshot for either turn.
   const v1::PromptCacheBreak event = FullBreak(key, "r0", "r1", kT0);
   std::vector<StoreWrite> unit;
   unit.push_back(MakeUsage(key, "r1", kT0, Usage(0, 0, 50000)));
@@ -205,6 +207,7 @@ TYPED_TEST(StoreConformanceTest, RetriesDoNotDuplicateOrOverwriteRows) {
   const LaneKey key = Key();
   WriteBrokenPair(*store, key);
   WriteBrokenPair(*store, key);
+  // A retried snapshot with other content does not replace the first.
   v1::Snapshot changed = FullSnapshot(key, "r1", kT0 + 60 * kSecond);
   changed.set_model("other-model");
   ASSERT_TRUE(store
@@ -338,6 +341,7 @@ TYPED_TEST(StoreConformanceTest, ListBreaksPagesWithoutGapsOrDuplicates) {
   constexpr int kBreaks = 250;
   std::vector<StoreWrite> breaks;
   for (int i = 0; i < kBreaks; ++i) {
+    // Three breaks share each request time, so paging must order ties.
     breaks.push_back(
         BreakWrite(FullBreak(Key(absl::StrCat("s", i % 7)), "prev",
                              absl::StrCat("r", i), kT0 + (i / 3) * kSecond)));
@@ -365,6 +369,7 @@ TYPED_TEST(StoreConformanceTest, ListBreaksPagesWithoutGapsOrDuplicates) {
   } while (!request.page_token().empty() && page_sizes.size() < 10);
   EXPECT_EQ(page_sizes, (std::vector<int>{100, 100, 50}));
   EXPECT_EQ(seen.size(), static_cast<size_t>(kBreaks));
+  // Without a page size, pages hold 100.
   EXPECT_EQ(store->ListBreaks(v1::ListBreaksRequest())->breaks_size(), 100);
 }
 
@@ -387,6 +392,7 @@ TYPED_TEST(StoreConformanceTest, ListBreaksRejectsBadPageTokensAndSizes) {
 TYPED_TEST(StoreConformanceTest, LaneTimelineReturnsRecentTurnsOldestFirst) {
   auto store = this->Open();
   const LaneKey key = Key();
+  // Written newest first: the order comes from the request times.
   for (int i = 9; i >= 0; --i) {
     const std::string id = absl::StrCat("r", i);
     ASSERT_TRUE(store
@@ -425,6 +431,8 @@ TYPED_TEST(StoreConformanceTest, LaneTimelineReturnsRecentTurnsOldestFirst) {
   EXPECT_EQ(last.break_id(), event.break_id());
   EXPECT_EQ(last.tool_count(), 3);
   EXPECT_EQ(timeline->turns(0).verdict(), v1::VERDICT_OK);
+  EXPECT_EQ(timeline->turns(0).primary_reason(), v1::REASON_UNSPECIFIED);
+  // An empty lane means "main"; the default limit covers all 11 turns.
   timeline = store->LaneTimeline(Key("s1", ""), 0);
   ASSERT_TRUE(timeline.ok()) << timeline.status();
   EXPECT_EQ(timeline->turns_size(), 11);
@@ -745,6 +753,8 @@ TYPED_TEST(StoreConformanceTest, ProbeWritableIsOkAndChangesNothing) {
 TYPED_TEST(StoreConformanceTest, DeleteOlderThanRemovesOnlyOldRows) {
   auto store = this->Open();
   const LaneKey key = Key();
+  // 2,500 old turns (more than one retention batch) with their own tool
+  // list, 10 of them breaks; 5 new turns, 1 a break.
   std::vector<StoreWrite> old;
   for (int i = 0; i < 2500; ++i) {
     const std::string id = absl::StrCat("old", i);
@@ -770,12 +780,13 @@ TYPED_TEST(StoreConformanceTest, DeleteOlderThanRemovesOnlyOldRows) {
   ASSERT_EQ(this->Count("tool_lists"), 2);
   absl::StatusOr<int64_t> deleted = store->DeleteOlderThan(cutoff);
   ASSERT_TRUE(deleted.ok()) << deleted.status();
-  EXPECT_EQ(*deleted, 2500 + 10 + 1);
+  EXPECT_EQ(*deleted, 2500 + 10 + 1);  // Turns, breaks, the old tool list.
   EXPECT_EQ(this->Count("turns"), 5);
   EXPECT_EQ(this->Query("SELECT min(request_time_us) FROM turns"), cutoff);
   EXPECT_EQ(this->Count("prompt_cache_breaks"), 1);
   EXPECT_EQ(this->Count("tool_lists"), 1);
   EXPECT_EQ(this->Count("tool_list_entries"), 3);
+  EXPECT_EQ(store->ListBreaks(v1::ListBreaksRequest())->breaks_size(), 1);
   deleted = store->DeleteOlderThan(cutoff);
   ASSERT_TRUE(deleted.ok()) << deleted.status();
   EXPECT_EQ(*deleted, 0);

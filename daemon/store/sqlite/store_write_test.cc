@@ -1,6 +1,9 @@
-// SqliteStore writes: round trips, idempotent retries, tool-list interning,
-// group commit, back-pressure, a full database, migrations and file mode. Every
-// test uses a real SQLite file in a fresh directory.
+// SqliteStore-only writes: JSON columns, tool-list re-interning after
+// retention, group commit, back-pressure, a full database, migrations and file
+// mode. The behaviour both stores share (round trips, retries, verdicts,
+// queries, retention) is tested on both by
+// daemon/store/postgres/store_conformance_test.cc. Every test uses a real
+// SQLite file in a fresh directory.
 #include <sys/stat.h>
 
 #include <atomic>
@@ -33,186 +36,15 @@ v1::PromptCacheBreak WriteBrokenPair(SqliteStore& store, const LaneKey& key) {
   return event;
 }
 
-TEST_F(StoreTest, ListBreaksReturnsTheWrittenBreakUnchanged) {
-  std::unique_ptr<SqliteStore> store = OpenStore();
-  const v1::PromptCacheBreak event = WriteBrokenPair(*store, Key());
-
-  absl::StatusOr<v1::ListBreaksResponse> list =
-      store->ListBreaks(v1::ListBreaksRequest());
-  ASSERT_TRUE(list.ok()) << list.status();
-  ASSERT_EQ(list->breaks_size(), 1);
-  EXPECT_TRUE(ProtoEquals(event, list->breaks(0)));
-  EXPECT_EQ(list->next_page_token(), "");
-}
-
-TEST_F(StoreTest, BreakColumnsHoldTheDocumentedLayouts) {
+// The snapshot's JSON columns, read with SQLite's JSON functions (the
+// conformance suite checks the portable columns on both stores).
+TEST_F(StoreTest, SnapshotJsonColumnsHoldTheDocumentedLayouts) {
   std::unique_ptr<SqliteStore> store = OpenStore();
   WriteBrokenPair(*store, Key());
-  EXPECT_EQ(QueryInt("SELECT count(*) FROM prompt_cache_breaks WHERE "
-                     "primary_reason = 'tools_order_changed' AND "
-                     "reasons = '[\"tools_order_changed\",\"system_changed\"]' "
-                     "AND evidence = 'client_explained' AND provider = "
-                     "'anthropic' AND ttl_source = 'response_write_split' AND "
-                     "provider_agreement = 'agree' AND "
-                     "changed_tool_names = '[\"Bash\",\"Read\"]'"),
-            1);
-  EXPECT_EQ(QueryInt("SELECT count(*) FROM breaks_readable WHERE "
-                     "request_time = '2026-09-21T14:14:20.000Z'"),
-            1);
   EXPECT_EQ(QueryInt("SELECT count(*) FROM turns WHERE request_id = 'r1' AND "
-                     "verdict = 'break' AND primary_reason = "
-                     "'tools_order_changed' AND system_hash = "
-                     "'fedcba9876543210' AND length(message_chain) = 32 AND "
                      "json_array_length(system_sections) = 2 AND "
-                     "json_extract(breakpoints, '$[1].segment') = 'messages' "
-                     "AND tool_order_policy = 'lexicographic' AND "
-                     "prompt_total_tokens = 42500"),
+                     "json_extract(breakpoints, '$[1].segment') = 'messages'"),
             1);
-}
-
-TEST_F(StoreTest, ExplainBreakRebuildsBothSnapshots) {
-  std::unique_ptr<SqliteStore> store = OpenStore();
-  const LaneKey key = Key();
-  const v1::PromptCacheBreak event = WriteBrokenPair(*store, key);
-
-  absl::StatusOr<v1::ExplainBreakResponse> explained =
-      store->ExplainBreak(event.break_id());
-  ASSERT_TRUE(explained.ok()) << explained.status();
-  EXPECT_TRUE(ProtoEquals(event, explained->cache_break()));
-  EXPECT_TRUE(ProtoEquals(FullSnapshot(key, "r0", kT0),
-                          explained->previous_snapshot()));
-  EXPECT_TRUE(ProtoEquals(FullSnapshot(key, "r1", kT0 + 60 * kSecond),
-                          explained->snapshot()));
-}
-
-TEST_F(StoreTest, ExplainBreakLeavesMissingSnapshotsAbsent) {
-  std::unique_ptr<SqliteStore> store = OpenStore();
-  const LaneKey key = Key();
-  // A usage and a break, but no snapshot for either turn.
-  const v1::PromptCacheBreak event = FullBreak(key, "r0", "r1", kT0);
-  std::vector<StoreWrite> unit;
-  unit.push_back(MakeUsage(key, "r1", kT0, Usage(0, 0, 50000)));
-  unit.push_back(BreakWrite(event));
-  ASSERT_TRUE(store->Write(std::move(unit)).ok());
-
-  absl::StatusOr<v1::ExplainBreakResponse> explained =
-      store->ExplainBreak(event.break_id());
-  ASSERT_TRUE(explained.ok()) << explained.status();
-  EXPECT_FALSE(explained->has_previous_snapshot());
-  EXPECT_FALSE(explained->has_snapshot());
-}
-
-TEST_F(StoreTest, ExplainBreakUnknownIdIsNotFound) {
-  std::unique_ptr<SqliteStore> store = OpenStore();
-  EXPECT_TRUE(
-      absl::IsNotFound(store->ExplainBreak("0123456789abcdef").status()));
-}
-
-TEST_F(StoreTest, RetriesDoNotDuplicateOrOverwriteRows) {
-  std::unique_ptr<SqliteStore> store = OpenStore();
-  const LaneKey key = Key();
-  WriteBrokenPair(*store, key);
-  WriteBrokenPair(*store, key);
-  // A retried snapshot with other content does not replace the first.
-  v1::Snapshot changed = FullSnapshot(key, "r1", kT0 + 60 * kSecond);
-  changed.set_model("other-model");
-  ASSERT_TRUE(store
-                  ->Write({SnapshotWrite{
-                      key, std::make_shared<const v1::Snapshot>(changed)}})
-                  .ok());
-  ASSERT_TRUE(
-      store->Write({MakeUsage(key, "r1", kT0 + 61 * kSecond, Usage(1, 1, 1))})
-          .ok());
-
-  EXPECT_EQ(CountRows("turns"), 2);
-  EXPECT_EQ(CountRows("prompt_cache_breaks"), 1);
-  EXPECT_EQ(CountRows("tool_lists"), 1);
-  EXPECT_EQ(CountRows("tool_list_entries"), 3);
-  EXPECT_EQ(QueryInt("SELECT count(*) FROM turns WHERE request_id = 'r1' AND "
-                     "model = 'claude-sonnet-4-5' AND cache_read_tokens = "
-                     "40000"),
-            1);
-}
-
-TEST_F(StoreTest, UsageBeforeSnapshotKeepsTheSnapshotsRequestTime) {
-  std::unique_ptr<SqliteStore> store = OpenStore();
-  const LaneKey key = Key();
-  ASSERT_TRUE(
-      store->Write({MakeUsage(key, "r0", kT0 + 5 * kSecond, Usage(1, 2, 3))})
-          .ok());
-  EXPECT_EQ(QueryInt("SELECT request_time_us FROM turns"), kT0 + 5 * kSecond);
-  ASSERT_TRUE(
-      store
-          ->Write({SnapshotWrite{key, std::make_shared<const v1::Snapshot>(
-                                          FullSnapshot(key, "r0", kT0))}})
-          .ok());
-  EXPECT_EQ(CountRows("turns"), 1);
-  EXPECT_EQ(QueryInt("SELECT request_time_us FROM turns"), kT0);
-  EXPECT_EQ(QueryInt("SELECT response_time_us FROM turns"), kT0 + 5 * kSecond);
-  EXPECT_EQ(QueryInt("SELECT snapshot_received + usage_received FROM turns"),
-            2);
-}
-
-TEST_F(StoreTest, PendingVerdictNeverReplacesAFinalOne) {
-  std::unique_ptr<SqliteStore> store = OpenStore();
-  const LaneKey key = Key();
-  ASSERT_TRUE(store->Write({Classified(key, "r0", v1::VERDICT_OK)}).ok());
-  ASSERT_TRUE(store->Write({Classified(key, "r0", v1::VERDICT_PENDING)}).ok());
-  absl::StatusOr<std::optional<v1::TurnClassification>> found =
-      store->FindClassification(key, "r0");
-  ASSERT_TRUE(found.ok()) << found.status();
-  ASSERT_TRUE(found->has_value());
-  EXPECT_EQ((*found)->verdict(), v1::VERDICT_OK);
-}
-
-// A usage retried after a crash that the daemon would classify again (its
-// ack lost, its commit not) must not turn a stored `ok` into a break, nor add
-// a break row beside it.
-TEST_F(StoreTest, AStoredVerdictIsNeverRewritten) {
-  std::unique_ptr<SqliteStore> store = OpenStore();
-  const LaneKey key = Key();
-  ASSERT_TRUE(store->Write({Classified(key, "r1", v1::VERDICT_OK)}).ok());
-  ASSERT_TRUE(store
-                  ->Write({BreakWrite(
-                      FullBreak(key, "r1", "r1", kT0, v1::REASON_UNKNOWN))})
-                  .ok());
-  absl::StatusOr<std::optional<v1::TurnClassification>> found =
-      store->FindClassification(key, "r1");
-  ASSERT_TRUE(found.ok()) << found.status();
-  ASSERT_TRUE(found->has_value());
-  EXPECT_EQ((*found)->verdict(), v1::VERDICT_OK);
-  EXPECT_EQ(CountRows("prompt_cache_breaks"), 0);
-  // A pending turn still takes its final verdict, and its break.
-  ASSERT_TRUE(store->Write({Classified(key, "r2", v1::VERDICT_PENDING)}).ok());
-  ASSERT_TRUE(store->Write({BreakWrite(FullBreak(key, "r1", "r2", kT0))}).ok());
-  found = store->FindClassification(key, "r2");
-  ASSERT_TRUE(found.ok() && found->has_value());
-  EXPECT_EQ((*found)->verdict(), v1::VERDICT_BREAK);
-  EXPECT_EQ(CountRows("prompt_cache_breaks"), 1);
-}
-
-TEST_F(StoreTest, IdenticalToolListsAreStoredOnce) {
-  std::unique_ptr<SqliteStore> store = OpenStore();
-  const LaneKey key = Key();
-  for (int i = 0; i < 100; ++i) {
-    ASSERT_TRUE(
-        store
-            ->Write({SnapshotWrite{
-                key, std::make_shared<const v1::Snapshot>(FullSnapshot(
-                         key, absl::StrCat("r", i), kT0 + i * kSecond))}})
-            .ok());
-  }
-  v1::Snapshot reordered = FullSnapshot(key, "r100", kT0 + 100 * kSecond);
-  reordered.mutable_tools()->SwapElements(0, 1);
-  ASSERT_TRUE(store
-                  ->Write({SnapshotWrite{
-                      key, std::make_shared<const v1::Snapshot>(reordered)}})
-                  .ok());
-
-  EXPECT_EQ(CountRows("turns"), 101);
-  EXPECT_EQ(CountRows("tool_lists"), 2);
-  EXPECT_EQ(CountRows("tool_list_entries"), 6);
-  EXPECT_EQ(QueryInt("SELECT count(DISTINCT tool_list_hash) FROM turns"), 2);
 }
 
 // The connection remembers which lists are stored and skips their upsert;
