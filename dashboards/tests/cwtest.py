@@ -339,5 +339,14 @@ class Postgres:
                 "ON_ERROR_STOP=1", "-d", self.url(database)]
         for name, value in (variables or {}).items():
             argv += ["-v", f"{name}={value}"]
-        argv += ["-f", file] if file else ["-c", sql]
+        if file:
+            # psql runs as the unprivileged server user, which may not read
+            # the checkout (a clone in a 0700 temporary folder): the file is
+            # read here and given on standard input.
+            assert stdin is None, "file and stdin are exclusive"
+            with open(file, encoding="utf-8") as fh:
+                stdin = fh.read()
+            argv += ["-f", "-"]
+        else:
+            argv += ["-c", sql]
         return self._run("psql", *argv, input=stdin).stdout
