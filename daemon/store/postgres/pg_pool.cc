@@ -57,7 +57,10 @@ absl::StatusOr<PgPool::Lease> PgPool::Acquire() {
       backoff_ = backoff_.count() == 0 ? kFirstBackoff
                                        : std::min(kMaxBackoff, backoff_ * 2);
       next_attempt_ = std::chrono::steady_clock::now() + backoff_;
-      last_error_ = status;
+      // A copy of its own: the status returned below is not shared with
+      // the pool (absl::Status reps shared across threads are what TSan
+      // reports on, freed by one caller while another copies it).
+      last_error_ = absl::Status(status.code(), status.message());
       idle_.push_back(nullptr);
       released_.notify_one();
       return status.code() == absl::StatusCode::kUnavailable
