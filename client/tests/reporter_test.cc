@@ -307,8 +307,11 @@ TEST(ReporterTest, NeverBlocksAndCountsDropsWhileTheDaemonIsDown) {
     accepted += ok;
   }
 
-  // Generous: only a call that waits on the network takes this long.
-  EXPECT_LT(slowest, milliseconds(50));
+  // Generous, above a thread descheduled on a loaded machine under TSan
+  // (272 ms seen at nice 19); a call that waited on the connection would
+  // wait out the reporter's backoff, which grows to seconds (max 10 s)
+  // over the test's 20,000 calls.
+  EXPECT_LT(slowest, milliseconds(2000));
   const ReporterStats stats = reporter.stats();
   EXPECT_EQ(stats.enqueued, static_cast<uint64_t>(accepted));
   EXPECT_EQ(stats.enqueued + stats.dropped, static_cast<uint64_t>(kCalls));
