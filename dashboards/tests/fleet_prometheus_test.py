@@ -20,6 +20,11 @@ one real PostgreSQL store (docs/FLEET.md), with the project's rules.
      time its value equals the sum of the three daemons' own series (the
      same expression restricted to one `instance`, queried at that time);
    - the per-daemon ingest rule keeps one series for each daemon;
+   - every panel query of the two Grafana dashboards (variables at "All")
+     returns series over the fleet, and each overview panel that sums one
+     counter (`sum [by (...)] (rate|increase(metric{...}[...]))`) shows at
+     one time the sum of the same query restricted to each daemon: the
+     overview shows one fleet, not one daemon;
 5. Stop PostgreSQL: all three daemons report cachewatch_store_healthy 0,
    and CachewatchStoreUnhealthy fires as exactly ONE alert, without an
    `instance` label (so does CachewatchStoreCommitFailures if commits fail
@@ -39,6 +44,7 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cwtest  # noqa: E402
 import prometheus_integration_test as integration  # noqa: E402
+import promql  # noqa: E402
 
 BUDGET_SECONDS = 150
 DAEMONS = 3
@@ -50,6 +56,11 @@ FLEET_SUM_RULES = ("cachewatch:turns:rate5m", "cachewatch:breaks:rate5m",
                    "cachewatch:cache_lost_tokens:rate5m")
 SUM_OF_RATE = re.compile(
     r"\s*sum by ?\(([\w\s,]*)\) ?\(rate\((\w+)\[5m\]\)\)\s*")
+# A dashboard query that sums one counter's rate or increase, optionally
+# scaled: its fleet value is the sum of its per-daemon values.
+SUMMED_COUNTER = re.compile(
+    r"\s*(sum(?: by \([\w\s,]*\))?) ?\((rate|increase)\((\w+)\{([^{}]*)\}"
+    r"(\[[^\]]+\])\)\)(\s*\*\s*\d+)?\s*")
 # Store alerts that must fire once for the fleet, not once per daemon.
 STORE_ALERTS = ("CachewatchStoreUnhealthy", "CachewatchStoreCommitFailures")
 
@@ -185,6 +196,53 @@ def fleet_sum_check(prom, rule, instances):
     return last
 
 
+def restricted_to(match, instance):
+    """The SUMMED_COUNTER query `match` restricted to one daemon."""
+    aggregation, function, metric, matchers, window, scale = match.groups()
+    return (f'{aggregation} ({function}({metric}{{instance="{instance}",'
+            f' {matchers}}}{window})){scale or ""}')
+
+
+def dashboards_fleet_check(prom, dashboards, instances):
+    """None, or why the dashboards do not show the fleet's sum."""
+    at = time.time() - 3
+    summed = 0
+    for file_name, dashboard in dashboards.items():
+        for title, ref, expr in promql.panel_queries(dashboard):
+            query = promql.substitute(expr, dashboard)
+            error, fleet = query_at(prom, query, at)
+            if error:
+                return f"{file_name} {title!r} {ref}: {error}"
+            if not fleet:
+                return f"{file_name} {title!r} {ref}: no series: {query}"
+            match = SUMMED_COUNTER.fullmatch(query)
+            if file_name != "prompt-cache-overview.json" or not match:
+                continue
+            total = {}
+            for instance in instances:
+                error, own = query_at(prom, restricted_to(match, instance), at)
+                if error:
+                    return f"{title!r} on {instance}: {error}"
+                for r in own:
+                    key = labels_key(r["metric"])
+                    total[key] = total.get(key, 0.0) + float(r["value"][1])
+            shown = {labels_key(r["metric"]): float(r["value"][1])
+                     for r in fleet}
+            if set(shown) != set(total):
+                return (f"{title!r}: label sets {sorted(shown)} against the"
+                        f" daemons' {sorted(total)}")
+            wrong = [(dict(k), shown[k], total[k]) for k in total
+                     if abs(shown[k] - total[k]) > 1e-9 * max(1.0, total[k])]
+            if wrong:
+                return f"{title!r} != sum of the daemons at {at}: {wrong[:3]}"
+            summed += 1
+    if summed == 0:
+        return "no overview panel sums a counter (the pattern is stale)"
+    cwtest.log(f"dashboards: every query has series; {summed} overview"
+               f" panels = sum of {len(instances)} daemons")
+    return None
+
+
 def store_alerts(prom):
     reply = prom.api("/api/v1/alerts")
     return [a for a in reply["data"]["alerts"]
@@ -256,6 +314,10 @@ def main():
         settle(deadline, "cachewatch:ingest_records:rate5m per daemon",
                count('sum by (instance) (cachewatch:ingest_records:rate5m)',
                      None), 15)
+        dashboards = promql.load_dashboards(
+            os.path.join(args.dashboards, "grafana"))
+        settle(deadline, "the Grafana dashboards over the fleet",
+               lambda: dashboards_fleet_check(prom, dashboards, targets), 30)
         if store_alerts(prom):
             print(f"FAIL: store alerts before the outage: {store_alerts(prom)}")
             return 1
