@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/core/classifier.h"
+#include "daemon/core/lane_history.h"
 #include "daemon/store/postgres/pg_write_statements.h"
 #include "daemon/store/postgres/postgres_store.h"
 #include "daemon/store/sqlite/columns.h"
@@ -416,6 +417,93 @@ absl::StatusOr<RestoredLane> RestoredLaneOf(const PgRow& row,
   return lane;
 }
 
+// Where a row holds a turn's classification.
+struct ClassificationColumns {
+  int verdict;
+  int expected_reuse_tokens;
+  int missed_tokens;
+  int expected_drop;
+  int break_event;
+};
+
+// The classification in `row`'s `columns`: an expected drop with its hint, a
+// break with its event.
+absl::StatusOr<v1::TurnClassification> ClassificationOf(
+    const PgRow& row, const ClassificationColumns& columns) {
+  v1::TurnClassification classification;
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      const v1::Verdict verdict,
+      EnumColumn<v1::Verdict>(row, columns.verdict, "verdict"));
+  classification.set_verdict(verdict);
+  classification.set_expected_reuse_tokens(
+      row.Int(columns.expected_reuse_tokens));
+  classification.set_missed_tokens(row.Int(columns.missed_tokens));
+  if (verdict == v1::VERDICT_EXPECTED_DROP) {
+    CACHEWATCH_ASSIGN_OR_RETURN(
+        const v1::ExpectedDrop hint,
+        EnumColumn<v1::ExpectedDrop>(row, columns.expected_drop,
+                                     "expected_drop"));
+    classification.set_expected_drop(hint);
+  }
+  if (verdict == v1::VERDICT_BREAK && !row.IsNull(columns.break_event)) {
+    CACHEWATCH_RETURN_IF_ERROR(ParseEvent(
+        row.Blob(columns.break_event), classification.mutable_cache_break()));
+  }
+  return classification;
+}
+
+// The rows of kSelectLane, for RestoreLaneState.
+class PgLaneHistory final : public LaneHistory {
+ public:
+  PgLaneHistory(PgConnection& connection, const PgResult& rows,
+                const LaneKey& key, int64_t since_us)
+      : connection_(connection),
+        rows_(rows),
+        key_(key),
+        since_us_(since_us),
+        tools_(connection) {}
+
+  absl::StatusOr<StoredTurn*> Next() override {
+    if (next_ == rows_.rows()) return nullptr;
+    const PgRow row = rows_.row(next_++);
+    CACHEWATCH_ASSIGN_OR_RETURN(turn_.turn, TurnOf(row, nullptr));
+    turn_.has_snapshot = row.Int(kSnapshotReceived) != 0;
+    turn_.received_us = row.Int(kLaneReceivedAtUs);
+    turn_.classification.reset();
+    if (!row.IsNull(kLaneVerdict) && row.Text(kLaneVerdict) != "pending") {
+      CACHEWATCH_ASSIGN_OR_RETURN(
+          turn_.classification,
+          ClassificationOf(
+              row, {kLaneVerdict, kLaneExpectedReuseTokens, kLaneMissedTokens,
+                    kExpectedDrop, kLaneBreakEvent}));
+    }
+    return &turn_;
+  }
+
+  absl::StatusOr<std::shared_ptr<const v1::Snapshot>> Snapshot() override {
+    return SnapshotOf(rows_.row(next_ - 1), tools_);
+  }
+
+  absl::StatusOr<uint32_t> EarlierObservedTtl() override {
+    CACHEWATCH_ASSIGN_OR_RETURN(
+        const PgResult ttl,
+        connection_.Prepared(
+            "cw_lane_ttl", kSelectLaneTtl,
+            KeyParams(key_).Int(since_us_).Int(kLaneTtlLookback)));
+    if (ttl.rows() == 0) return 0;
+    return static_cast<uint32_t>(ttl.row(0).Int(0));
+  }
+
+ private:
+  PgConnection& connection_;
+  const PgResult& rows_;
+  const LaneKey& key_;
+  const int64_t since_us_;
+  ToolListCache tools_;
+  int next_ = 0;
+  StoredTurn turn_;
+};
+
 // Runs `body` in a read-only REPEATABLE READ transaction: every statement
 // of it sees the database as of one moment.
 template <typename Body>
@@ -606,25 +694,7 @@ PostgresStore::FindClassification(const LaneKey& key,
                      KeyParams(key).Text(request_id));
   if (!rows.ok()) return rows.status();
   if (rows->rows() == 0 || rows->row(0).IsNull(0)) return std::nullopt;
-  const PgRow s = rows->row(0);
-  v1::TurnClassification classification;
-  absl::StatusOr<v1::Verdict> verdict =
-      EnumColumn<v1::Verdict>(s, 0, "verdict");
-  if (!verdict.ok()) return verdict.status();
-  classification.set_verdict(*verdict);
-  classification.set_expected_reuse_tokens(s.Int(1));
-  classification.set_missed_tokens(s.Int(2));
-  if (*verdict == v1::VERDICT_EXPECTED_DROP) {
-    absl::StatusOr<v1::ExpectedDrop> hint =
-        EnumColumn<v1::ExpectedDrop>(s, 3, "expected_drop");
-    if (!hint.ok()) return hint.status();
-    classification.set_expected_drop(*hint);
-  }
-  if (*verdict == v1::VERDICT_BREAK && !s.IsNull(4)) {
-    CACHEWATCH_RETURN_IF_ERROR(
-        ParseEvent(s.Blob(4), classification.mutable_cache_break()));
-  }
-  return classification;
+  return ClassificationOf(rows->row(0), {0, 1, 2, 3, 4});
 }
 
 absl::StatusOr<std::vector<RestoredLane>> PostgresStore::LoadRecentLanes(
@@ -669,87 +739,11 @@ absl::StatusOr<std::optional<RestoredLane>> PostgresStore::LoadLane(
             .Int(lookup.waiting_since_us)
             .Int(static_cast<int64_t>(lookup.answered + lookup.waiting)));
     if (!rows.ok()) return rows.status();
-    if (rows->rows() == 0) return absl::OkStatus();
-    ToolListCache tools(connection);
-    RestoredLane lane;
-    lane.key = key;
-    LaneState& state = lane.state;
-    bool ttl_known = false;
-    // The baseline has no snapshot of its own and takes an older turn's.
-    bool inherit_snapshot = false;
-    // Newest first by (request time, request id): the first classified row
-    // is the baseline.
-    for (int i = 0; i < rows->rows(); ++i) {
-      const PgRow s = rows->row(i);
-      const bool classified =
-          !s.IsNull(kLaneVerdict) && s.Text(kLaneVerdict) != "pending";
-      if (!classified) {
-        if (state.waiting.size() >= lookup.waiting) continue;
-        CACHEWATCH_ASSIGN_OR_RETURN(
-            std::shared_ptr<const v1::Snapshot> snapshot, SnapshotOf(s, tools));
-        CACHEWATCH_ASSIGN_OR_RETURN(Turn turn, TurnOf(s, std::move(snapshot)));
-        state.waiting.push_back({std::move(turn), s.Int(kLaneReceivedAtUs)});
-        continue;
-      }
-      // Older turns are neither remembered nor waiting (a turn waits only
-      // behind an unclassified one): the read stops here.
-      if (state.answered.size() >= lookup.answered) break;
-      if (!ttl_known &&
-          (s.Int(kCacheWrite1hTokens) > 0 || s.Int(kCacheWrite5mTokens) > 0)) {
-        state.observed_ttl_seconds =
-            s.Int(kCacheWrite1hTokens) > 0 ? 3600 : 300;
-        ttl_known = true;
-      }
-      AnsweredTurn& answered = state.answered.emplace_back();
-      answered.request_id = std::string(s.Text(kRequestId));
-      CACHEWATCH_ASSIGN_OR_RETURN(
-          v1::Verdict verdict,
-          EnumColumn<v1::Verdict>(s, kLaneVerdict, "verdict"));
-      v1::TurnClassification& classification = answered.classification;
-      classification.set_verdict(verdict);
-      classification.set_expected_reuse_tokens(s.Int(kLaneExpectedReuseTokens));
-      classification.set_missed_tokens(s.Int(kLaneMissedTokens));
-      if (verdict == v1::VERDICT_EXPECTED_DROP) {
-        CACHEWATCH_ASSIGN_OR_RETURN(
-            v1::ExpectedDrop hint,
-            EnumColumn<v1::ExpectedDrop>(s, kExpectedDrop, "expected_drop"));
-        classification.set_expected_drop(hint);
-      }
-      if (verdict == v1::VERDICT_BREAK && !s.IsNull(kLaneBreakEvent)) {
-        CACHEWATCH_RETURN_IF_ERROR(ParseEvent(
-            s.Blob(kLaneBreakEvent), classification.mutable_cache_break()));
-      }
-      if (!state.last_turn.has_value()) {
-        CACHEWATCH_ASSIGN_OR_RETURN(
-            std::shared_ptr<const v1::Snapshot> snapshot, SnapshotOf(s, tools));
-        CACHEWATCH_ASSIGN_OR_RETURN(Turn turn, TurnOf(s, std::move(snapshot)));
-        state.last_turn = std::move(turn);
-        inherit_snapshot = state.last_turn->snapshot == nullptr &&
-                           verdict != v1::VERDICT_BREAK;
-      } else if (inherit_snapshot) {
-        // The tracker measures the turn after a snapshot-less turn that was
-        // no break against the last snapshot its lane saw: so does the
-        // baseline.
-        if (s.Int(kSnapshotReceived) != 0) {
-          CACHEWATCH_ASSIGN_OR_RETURN(state.last_turn->snapshot,
-                                      SnapshotOf(s, tools));
-          inherit_snapshot = false;
-        } else if (verdict == v1::VERDICT_BREAK) {
-          inherit_snapshot = false;
-        }
-      }
-    }
-    std::reverse(state.answered.begin(), state.answered.end());
-    if (!ttl_known && state.last_turn.has_value()) {
-      absl::StatusOr<PgResult> ttl = connection.Prepared(
-          "cw_lane_ttl", kSelectLaneTtl,
-          KeyParams(key).Int(lookup.since_us).Int(kLaneTtlLookback));
-      if (!ttl.ok()) return ttl.status();
-      if (ttl->rows() > 0) {
-        state.observed_ttl_seconds = static_cast<uint32_t>(ttl->row(0).Int(0));
-      }
-    }
-    found = std::move(lane);
+    PgLaneHistory history(connection, *rows, key, lookup.since_us);
+    CACHEWATCH_ASSIGN_OR_RETURN(
+        std::optional<LaneState> state,
+        RestoreLaneState(history, {lookup.answered, lookup.waiting}));
+    if (state.has_value()) found = RestoredLane{key, *std::move(state)};
     return absl::OkStatus();
   }));
   NoteSeen(PgLaneKey(key), write_seq);

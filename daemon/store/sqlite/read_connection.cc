@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/core/classifier.h"
+#include "daemon/core/lane_history.h"
 #include "daemon/store/sqlite/columns.h"
 #include "daemon/util/status_macros.h"
 
@@ -316,6 +317,41 @@ absl::StatusOr<Turn> TurnOf(const Statement& row,
   turn.model = std::string(row.Text(kModel));
   turn.request_time_us = row.Int(kRequestTimeUs);
   return turn;
+}
+
+// Where a row holds a turn's classification.
+struct ClassificationColumns {
+  int verdict;
+  int expected_reuse_tokens;
+  int missed_tokens;
+  int expected_drop;
+  int break_event;
+};
+
+// The classification in `row`'s `columns`: an expected drop with its hint, a
+// break with its event.
+absl::StatusOr<v1::TurnClassification> ClassificationOf(
+    const Statement& row, const ClassificationColumns& columns) {
+  v1::TurnClassification classification;
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      const v1::Verdict verdict,
+      EnumColumn<v1::Verdict>(row, columns.verdict, "verdict"));
+  classification.set_verdict(verdict);
+  classification.set_expected_reuse_tokens(
+      row.Int(columns.expected_reuse_tokens));
+  classification.set_missed_tokens(row.Int(columns.missed_tokens));
+  if (verdict == v1::VERDICT_EXPECTED_DROP) {
+    CACHEWATCH_ASSIGN_OR_RETURN(
+        const v1::ExpectedDrop hint,
+        EnumColumn<v1::ExpectedDrop>(row, columns.expected_drop,
+                                     "expected_drop"));
+    classification.set_expected_drop(hint);
+  }
+  if (verdict == v1::VERDICT_BREAK && !row.IsNull(columns.break_event)) {
+    CACHEWATCH_RETURN_IF_ERROR(ParseEvent(
+        row.Blob(columns.break_event), classification.mutable_cache_break()));
+  }
+  return classification;
 }
 
 }  // namespace
@@ -628,23 +664,7 @@ ReadConnection::FindClassification(const LaneKey& key,
   s.BindText(":request_id", request_id);
   CACHEWATCH_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row || s.IsNull(0)) return std::nullopt;
-  v1::TurnClassification classification;
-  CACHEWATCH_ASSIGN_OR_RETURN(v1::Verdict verdict,
-                              EnumColumn<v1::Verdict>(s, 0, "verdict"));
-  classification.set_verdict(verdict);
-  classification.set_expected_reuse_tokens(s.Int(1));
-  classification.set_missed_tokens(s.Int(2));
-  if (verdict == v1::VERDICT_EXPECTED_DROP) {
-    CACHEWATCH_ASSIGN_OR_RETURN(
-        v1::ExpectedDrop hint,
-        EnumColumn<v1::ExpectedDrop>(s, 3, "expected_drop"));
-    classification.set_expected_drop(hint);
-  }
-  if (verdict == v1::VERDICT_BREAK && !s.IsNull(4)) {
-    CACHEWATCH_RETURN_IF_ERROR(
-        ParseEvent(s.Blob(4), classification.mutable_cache_break()));
-  }
-  return classification;
+  return ClassificationOf(s, {0, 1, 2, 3, 4});
 }
 
 absl::StatusOr<RestoredLane> ReadConnection::RestoredLaneOf(
@@ -682,103 +702,70 @@ absl::StatusOr<std::vector<RestoredLane>> ReadConnection::LoadRecentLanes(
 
 absl::StatusOr<std::optional<RestoredLane>> ReadConnection::LoadLane(
     const LaneKey& key, const LaneLookup& lookup) {
+  // The rows of select_lane_, for RestoreLaneState.
+  class LaneRows final : public LaneHistory {
+   public:
+    LaneRows(ReadConnection& connection, const LaneKey& key, int64_t since_us)
+        : connection_(connection),
+          key_(key),
+          since_us_(since_us),
+          tools_(connection.select_tool_entries_) {}
+
+    absl::StatusOr<StoredTurn*> Next() override {
+      Statement& s = connection_.select_lane_;
+      CACHEWATCH_ASSIGN_OR_RETURN(const bool row, s.Step());
+      if (!row) return nullptr;
+      CACHEWATCH_ASSIGN_OR_RETURN(turn_.turn, TurnOf(s, nullptr));
+      turn_.has_snapshot = s.Int(kSnapshotReceived) != 0;
+      turn_.received_us = s.Int(kLaneReceivedAtUs);
+      turn_.classification.reset();
+      if (!s.IsNull(kLaneVerdict) && s.Text(kLaneVerdict) != "pending") {
+        CACHEWATCH_ASSIGN_OR_RETURN(
+            turn_.classification,
+            ClassificationOf(
+                s, {kLaneVerdict, kLaneExpectedReuseTokens, kLaneMissedTokens,
+                    kExpectedDrop, kLaneBreakEvent}));
+      }
+      return &turn_;
+    }
+
+    absl::StatusOr<std::shared_ptr<const v1::Snapshot>> Snapshot() override {
+      return connection_.SnapshotOf(connection_.select_lane_, tools_);
+    }
+
+    absl::StatusOr<uint32_t> EarlierObservedTtl() override {
+      Statement& ttl = connection_.select_lane_ttl_;
+      StatementReset reset(ttl);
+      BindKey(ttl, key_);
+      ttl.BindInt(":since_us", since_us_);
+      ttl.BindInt(":limit", kLaneTtlLookback);
+      CACHEWATCH_ASSIGN_OR_RETURN(const bool row, ttl.Step());
+      return row ? static_cast<uint32_t>(ttl.Int(0)) : 0;
+    }
+
+   private:
+    ReadConnection& connection_;
+    const LaneKey& key_;
+    const int64_t since_us_;
+    ToolListCache tools_;
+    StoredTurn turn_;
+  };
+
   Transaction transaction(db_);  // Tool lists as of the turns read.
   CACHEWATCH_RETURN_IF_ERROR(transaction.Begin("BEGIN"));
-  ToolListCache tools(select_tool_entries_);
   Statement& s = select_lane_;
   StatementReset reset(s);
   BindKey(s, key);
   s.BindInt(":since_us", lookup.since_us);
   s.BindInt(":waiting_since_us", lookup.waiting_since_us);
   s.BindInt(":limit", static_cast<int64_t>(lookup.answered + lookup.waiting));
-  RestoredLane lane;
-  lane.key = key;
-  LaneState& state = lane.state;
-  bool any = false;
-  bool ttl_known = false;
-  // The baseline has no snapshot of its own and takes an older turn's.
-  bool inherit_snapshot = false;
-  // Newest first; the baseline is the newest by (request time, request id).
-  while (true) {
-    CACHEWATCH_ASSIGN_OR_RETURN(const bool row, s.Step());
-    if (!row) break;
-    any = true;
-    const bool classified =
-        !s.IsNull(kLaneVerdict) && s.Text(kLaneVerdict) != "pending";
-    if (!classified) {
-      if (state.waiting.size() >= lookup.waiting) continue;
-      CACHEWATCH_ASSIGN_OR_RETURN(std::shared_ptr<const v1::Snapshot> snapshot,
-                                  SnapshotOf(s, tools));
-      CACHEWATCH_ASSIGN_OR_RETURN(Turn turn, TurnOf(s, std::move(snapshot)));
-      state.waiting.push_back({std::move(turn), s.Int(kLaneReceivedAtUs)});
-      continue;
-    }
-    // Older turns are neither remembered nor waiting (a turn waits only
-    // behind an unclassified one): the read stops here.
-    if (state.answered.size() >= lookup.answered) break;
-    if (!ttl_known &&
-        (s.Int(kCacheWrite1hTokens) > 0 || s.Int(kCacheWrite5mTokens) > 0)) {
-      state.observed_ttl_seconds = s.Int(kCacheWrite1hTokens) > 0 ? 3600 : 300;
-      ttl_known = true;
-    }
-    AnsweredTurn& answered = state.answered.emplace_back();
-    answered.request_id = std::string(s.Text(kRequestId));
-    CACHEWATCH_ASSIGN_OR_RETURN(
-        const v1::Verdict verdict,
-        EnumColumn<v1::Verdict>(s, kLaneVerdict, "verdict"));
-    v1::TurnClassification& classification = answered.classification;
-    classification.set_verdict(verdict);
-    classification.set_expected_reuse_tokens(s.Int(kLaneExpectedReuseTokens));
-    classification.set_missed_tokens(s.Int(kLaneMissedTokens));
-    if (verdict == v1::VERDICT_EXPECTED_DROP) {
-      CACHEWATCH_ASSIGN_OR_RETURN(
-          const v1::ExpectedDrop hint,
-          EnumColumn<v1::ExpectedDrop>(s, kExpectedDrop, "expected_drop"));
-      classification.set_expected_drop(hint);
-    }
-    if (verdict == v1::VERDICT_BREAK && !s.IsNull(kLaneBreakEvent)) {
-      CACHEWATCH_RETURN_IF_ERROR(ParseEvent(
-          s.Blob(kLaneBreakEvent), classification.mutable_cache_break()));
-    }
-    const int64_t time_us = s.Int(kRequestTimeUs);
-    if (!state.last_turn.has_value() ||
-        std::pair(time_us, std::string_view(answered.request_id)) >
-            std::pair(state.last_turn->request_time_us,
-                      std::string_view(state.last_turn->request_id))) {
-      CACHEWATCH_ASSIGN_OR_RETURN(std::shared_ptr<const v1::Snapshot> snapshot,
-                                  SnapshotOf(s, tools));
-      CACHEWATCH_ASSIGN_OR_RETURN(state.last_turn,
-                                  TurnOf(s, std::move(snapshot)));
-      inherit_snapshot =
-          state.last_turn->snapshot == nullptr && verdict != v1::VERDICT_BREAK;
-    } else if (inherit_snapshot) {
-      // The tracker measures the turn after a snapshot-less turn that was no
-      // break against the last snapshot its lane saw: so does the baseline.
-      if (s.Int(kSnapshotReceived) != 0) {
-        CACHEWATCH_ASSIGN_OR_RETURN(state.last_turn->snapshot,
-                                    SnapshotOf(s, tools));
-        inherit_snapshot = false;
-      } else if (verdict == v1::VERDICT_BREAK) {
-        inherit_snapshot = false;
-      }
-    }
-  }
-  if (!any) {
-    CACHEWATCH_RETURN_IF_ERROR(transaction.Commit());
-    return std::nullopt;
-  }
-  std::reverse(state.answered.begin(), state.answered.end());
-  if (!ttl_known && state.last_turn.has_value()) {
-    Statement& ttl = select_lane_ttl_;
-    StatementReset ttl_reset(ttl);
-    BindKey(ttl, key);
-    ttl.BindInt(":since_us", lookup.since_us);
-    ttl.BindInt(":limit", kLaneTtlLookback);
-    CACHEWATCH_ASSIGN_OR_RETURN(const bool row, ttl.Step());
-    if (row) state.observed_ttl_seconds = static_cast<uint32_t>(ttl.Int(0));
-  }
+  LaneRows rows(*this, key, lookup.since_us);
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      std::optional<LaneState> state,
+      RestoreLaneState(rows, {lookup.answered, lookup.waiting}));
   CACHEWATCH_RETURN_IF_ERROR(transaction.Commit());
-  return lane;
+  if (!state.has_value()) return std::nullopt;
+  return RestoredLane{key, *std::move(state)};
 }
 
 }  // namespace cachewatch
