@@ -6,7 +6,6 @@
 // SQLite file in a fresh directory.
 #include <sys/stat.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -79,30 +78,15 @@ TEST_F(StoreTest, GroupCommitDelayBatchesConcurrentWrites) {
   std::unique_ptr<SqliteStore> store = OpenStore(options);
   constexpr int kThreads = 8;
   constexpr int kWritesPerThread = 500;
-  std::atomic<int> failures{0};
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&store, &failures, t] {
-      const LaneKey key = Key(absl::StrCat("s", t));
-      for (int i = 0; i < kWritesPerThread; ++i) {
-        const std::string request_id = absl::StrCat("r", i);
-        if (!store
-                 ->Write(TurnUnit(key, request_id, kT0 + i * kSecond,
-                                  Classified(key, request_id, v1::VERDICT_OK)))
-                 .ok()) {
-          ++failures;
-        }
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
+  const int failures =
+      WriteLanesConcurrently(*store, kThreads, kWritesPerThread);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
 
   constexpr int kWrites = kThreads * kWritesPerThread;
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(failures, 0);
   EXPECT_EQ(CountRows("turns"), kWrites);
   EXPECT_EQ(QueryInt("SELECT count(*) FROM turns WHERE snapshot_received = 1 "
                      "AND usage_received = 1 AND verdict = 'ok'"),
