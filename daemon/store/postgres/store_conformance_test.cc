@@ -106,22 +106,6 @@ class BackendNames {
 };
 TYPED_TEST_SUITE(StoreConformanceTest, Backends, BackendNames);
 
-// Writes turn r0 (cold start) and turn r1 (a break against r0) of `key`.
-template <typename S>
-v1::PromptCacheBreak WriteBrokenPair(S& store, const LaneKey& key) {
-  EXPECT_TRUE(
-      store
-          .Write(TurnUnit(key, "r0", kT0,
-                          Classified(key, "r0", v1::VERDICT_COLD_START)))
-          .ok());
-  const v1::PromptCacheBreak event =
-      FullBreak(key, "r0", "r1", kT0 + 60 * kSecond);
-  EXPECT_TRUE(
-      store.Write(TurnUnit(key, "r1", kT0 + 60 * kSecond, BreakWrite(event)))
-          .ok());
-  return event;
-}
-
 std::vector<std::string> RequestIds(const v1::ListBreaksResponse& response) {
   std::vector<std::string> ids;
   for (const v1::PromptCacheBreak& event : response.breaks()) {

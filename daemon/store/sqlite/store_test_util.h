@@ -188,6 +188,23 @@ inline std::vector<StoreWrite> TurnUnit(const LaneKey& key,
   return unit;
 }
 
+// Writes turn r0 (cold start) and turn r1 (a break against r0) of `key`;
+// returns r1's break.
+inline v1::PromptCacheBreak WriteBrokenPair(RecordStore& store,
+                                            const LaneKey& key) {
+  EXPECT_TRUE(
+      store
+          .Write(TurnUnit(key, "r0", kT0,
+                          Classified(key, "r0", v1::VERDICT_COLD_START)))
+          .ok());
+  const v1::PromptCacheBreak event =
+      FullBreak(key, "r0", "r1", kT0 + 60 * kSecond);
+  EXPECT_TRUE(
+      store.Write(TurnUnit(key, "r1", kT0 + 60 * kSecond, BreakWrite(event)))
+          .ok());
+  return event;
+}
+
 // Writes `turns` whole classified turns (TurnUnit) to each of `lanes` lanes
 // (sessions s0, s1, ...), each lane from a thread of its own, all at once;
 // returns how many writes failed.

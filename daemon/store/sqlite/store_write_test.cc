@@ -20,21 +20,6 @@
 namespace cachewatch::testing {
 namespace {
 
-// Writes turn r0 (cold start) and turn r1 (a break against r0) of `key`.
-v1::PromptCacheBreak WriteBrokenPair(SqliteStore& store, const LaneKey& key) {
-  EXPECT_TRUE(
-      store
-          .Write(TurnUnit(key, "r0", kT0,
-                          Classified(key, "r0", v1::VERDICT_COLD_START)))
-          .ok());
-  const v1::PromptCacheBreak event =
-      FullBreak(key, "r0", "r1", kT0 + 60 * kSecond);
-  EXPECT_TRUE(
-      store.Write(TurnUnit(key, "r1", kT0 + 60 * kSecond, BreakWrite(event)))
-          .ok());
-  return event;
-}
-
 // The snapshot's JSON columns, read with SQLite's JSON functions (the
 // conformance suite checks the portable columns on both stores).
 TEST_F(StoreTest, SnapshotJsonColumnsHoldTheDocumentedLayouts) {
