@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/core/test_turns.h"
 
 namespace cachewatch {
@@ -57,7 +58,8 @@ class FakeHistory : public LaneHistory {
         classification.set_missed_tokens(row.verdict == v1::VERDICT_BREAK ? 900
                                                                           : 0);
         if (row.verdict == v1::VERDICT_BREAK) {
-          classification.mutable_cache_break()->set_break_id("b-" + row.id);
+          classification.mutable_cache_break()->set_break_id(
+              absl::StrCat("b-", row.id));
         }
         if (row.verdict == v1::VERDICT_EXPECTED_DROP) {
           classification.set_expected_drop(v1::EXPECTED_DROP_COMPACTION);
