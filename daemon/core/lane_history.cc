@@ -11,10 +11,9 @@ namespace {
 
 // The TTL a turn's cache write shows: 3600 for 1 h tokens, 300 for 5 m
 // tokens, 0 when it shows no split.
-uint32_t TtlShownBy(const Turn& turn) {
-  if (!turn.usage.has_value()) return 0;
-  if (turn.usage->cache_write_1h_tokens() > 0) return 3600;
-  if (turn.usage->cache_write_5m_tokens() > 0) return 300;
+uint32_t TtlShownBy(const StoredTurn& stored) {
+  if (stored.cache_write_1h_tokens > 0) return 3600;
+  if (stored.cache_write_5m_tokens > 0) return 300;
   return 0;
 }
 
@@ -26,8 +25,9 @@ absl::StatusOr<std::shared_ptr<const v1::Snapshot>> SnapshotOf(
   return history.Snapshot();
 }
 
-bool IsNewer(const Turn& turn, const Turn& than) {
-  return std::pair(turn.request_time_us, std::string_view(turn.request_id)) >
+bool IsNewer(const StoredTurn& stored, const Turn& than) {
+  return std::pair(stored.request_time_us,
+                   std::string_view(stored.request_id)) >
          std::pair(than.request_time_us, std::string_view(than.request_id));
 }
 
@@ -46,7 +46,7 @@ absl::StatusOr<std::optional<LaneState>> RestoreLaneState(
     if (!stored->classification.has_value()) {
       if (state.waiting.size() >= limits.waiting) continue;
       WaitingTurn& waiting = state.waiting.emplace_back();
-      waiting.turn = std::move(stored->turn);
+      CACHEWATCH_ASSIGN_OR_RETURN(waiting.turn, history.FullTurn());
       waiting.received_us = stored->received_us;
       CACHEWATCH_ASSIGN_OR_RETURN(waiting.turn.snapshot,
                                   SnapshotOf(*stored, history));
@@ -54,15 +54,12 @@ absl::StatusOr<std::optional<LaneState>> RestoreLaneState(
     }
     if (state.answered.size() >= limits.answered) break;
     if (state.observed_ttl_seconds == 0) {
-      state.observed_ttl_seconds = TtlShownBy(stored->turn);
+      state.observed_ttl_seconds = TtlShownBy(*stored);
     }
     const bool is_break =
         stored->classification->verdict() == v1::VERDICT_BREAK;
-    state.answered.push_back(
-        {stored->turn.request_id, *std::move(stored->classification)});
-    if (!state.last_turn.has_value() ||
-        IsNewer(stored->turn, *state.last_turn)) {
-      state.last_turn = std::move(stored->turn);
+    if (!state.last_turn.has_value() || IsNewer(*stored, *state.last_turn)) {
+      CACHEWATCH_ASSIGN_OR_RETURN(state.last_turn, history.FullTurn());
       CACHEWATCH_ASSIGN_OR_RETURN(state.last_turn->snapshot,
                                   SnapshotOf(*stored, history));
       inherit_snapshot = state.last_turn->snapshot == nullptr && !is_break;
@@ -75,6 +72,8 @@ absl::StatusOr<std::optional<LaneState>> RestoreLaneState(
         inherit_snapshot = false;
       }
     }
+    state.answered.push_back(
+        {std::move(stored->request_id), *std::move(stored->classification)});
   }
   if (!any) return std::nullopt;
   std::reverse(state.answered.begin(), state.answered.end());

@@ -21,8 +21,8 @@
 //   5 m / 1 h write split wrote 1 h tokens, else 300; when none read did,
 //   what LaneHistory::EarlierObservedTtl says (0: none showed one).
 //
-// Pure: no I/O of its own (the history is the store's), no clock. Snapshots
-// are decoded only for the turns kept with one.
+// Pure: no I/O of its own (the history is the store's), no clock. Whole
+// turns and snapshots are decoded only for the turns kept with one.
 //
 // Thread-safety: RestoreLaneState keeps no state; a LaneHistory is used by
 // one thread at a time.
@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "cachewatch/v1/break.pb.h"
@@ -42,12 +43,18 @@
 
 namespace cachewatch {
 
-// One stored turn of a lane, decoded from its row.
+// What the rule reads of each stored turn of a lane: the few columns of its
+// row it decides by (LaneHistory::Turn decodes the whole turn).
 struct StoredTurn {
-  // The turn without its snapshot (LaneHistory::Snapshot decodes that).
-  Turn turn;
+  std::string request_id;
+  // Client time of the request (Turn::request_time_us).
+  int64_t request_time_us = 0;
   // Whether the turn's snapshot was received.
   bool has_snapshot = false;
+  // Its usage's cache writes with a 5 m and with a 1 h TTL (0 without a
+  // usage).
+  int64_t cache_write_5m_tokens = 0;
+  int64_t cache_write_1h_tokens = 0;
   // Its classification (for a break with its event, for an expected drop
   // with its hint); empty while the turn is unclassified.
   std::optional<v1::TurnClassification> classification;
@@ -65,6 +72,10 @@ class LaneHistory {
   // time in any order); nullptr after the last. The turn stays valid, and
   // may be moved from, until the next call.
   virtual absl::StatusOr<StoredTurn*> Next() = 0;
+
+  // The whole turn Next() returned last, without its snapshot; asked only
+  // for the turns the lane state keeps one of.
+  virtual absl::StatusOr<Turn> FullTurn() = 0;
 
   // The snapshot of the turn Next() returned last; null when it has none.
   virtual absl::StatusOr<std::shared_ptr<const v1::Snapshot>> Snapshot() = 0;

@@ -40,17 +40,22 @@ class FakeHistory : public LaneHistory {
  public:
   explicit FakeHistory(std::vector<Row> rows) {
     for (const Row& row : rows) {
-      StoredTurn stored;
-      stored.turn.request_id = row.id;
-      stored.turn.request_time_us =
-          kT0 + static_cast<int64_t>(row.seconds * kSecond);
+      Turn turn;
+      turn.request_id = row.id;
+      turn.request_time_us = kT0 + static_cast<int64_t>(row.seconds * kSecond);
       v1::NormalizedUsage usage;
       usage.set_cache_write_5m_tokens(row.write_5m);
       usage.set_cache_write_1h_tokens(row.write_1h);
       usage.set_cache_write_tokens(row.write_5m + row.write_1h);
-      stored.turn.usage = usage;
+      turn.usage = usage;
+      turns_.push_back(turn);
+      StoredTurn stored;
+      stored.request_id = row.id;
+      stored.request_time_us = turn.request_time_us;
+      stored.cache_write_5m_tokens = row.write_5m;
+      stored.cache_write_1h_tokens = row.write_1h;
       stored.has_snapshot = row.snapshot;
-      stored.received_us = stored.turn.request_time_us + 1;
+      stored.received_us = turn.request_time_us + 1;
       if (row.verdict != v1::VERDICT_UNSPECIFIED) {
         v1::TurnClassification classification;
         classification.set_verdict(row.verdict);
@@ -77,8 +82,13 @@ class FakeHistory : public LaneHistory {
     return &current_;
   }
 
+  absl::StatusOr<Turn> FullTurn() override {
+    turns_asked_.push_back(rows_[read_ - 1].request_id);
+    return turns_[read_ - 1];
+  }
+
   absl::StatusOr<std::shared_ptr<const v1::Snapshot>> Snapshot() override {
-    const std::string& id = rows_[read_ - 1].turn.request_id;
+    const std::string& id = rows_[read_ - 1].request_id;
     snapshots_asked_.push_back(id);
     if (fail_snapshots_) return absl::DataLossError("bad snapshot");
     return std::make_shared<const v1::Snapshot>(BaseSnapshot(id, 0));
@@ -93,6 +103,7 @@ class FakeHistory : public LaneHistory {
   const std::vector<std::string>& snapshots_asked() const {
     return snapshots_asked_;
   }
+  const std::vector<std::string>& turns_asked() const { return turns_asked_; }
   int earlier_ttl_asked() const { return earlier_ttl_asked_; }
   void set_earlier_ttl(uint32_t ttl) { earlier_ttl_ = ttl; }
   void fail_next_at(size_t row) { fail_next_at_ = row; }
@@ -100,9 +111,11 @@ class FakeHistory : public LaneHistory {
 
  private:
   std::vector<StoredTurn> rows_;
+  std::vector<Turn> turns_;
   StoredTurn current_;
   size_t read_ = 0;
   std::vector<std::string> snapshots_asked_;
+  std::vector<std::string> turns_asked_;
   int earlier_ttl_asked_ = 0;
   uint32_t earlier_ttl_ = 0;
   size_t fail_next_at_ = static_cast<size_t>(-1);
@@ -169,8 +182,9 @@ TEST(LaneHistoryTest, AtMostTheNewestWaitingTurnsAreKept) {
   EXPECT_THAT(WaitingIds(state), ElementsAre("r4", "r3"));
   // The turns past the limit are read on: the baseline is older.
   EXPECT_THAT(AnsweredIds(state), ElementsAre("r1"));
-  // r2 was left out without decoding its snapshot.
+  // r2 was left out without decoding it.
   EXPECT_THAT(history.snapshots_asked(), ElementsAre("r4", "r3", "r1"));
+  EXPECT_THAT(history.turns_asked(), ElementsAre("r4", "r3", "r1"));
 }
 
 TEST(LaneHistoryTest, TheReadStopsPastTheAnsweredLimit) {
@@ -208,8 +222,10 @@ TEST(LaneHistoryTest, ASnapshotLessBaselineInheritsTheLastSnapshot) {
   EXPECT_EQ(state.last_turn->request_id, "r3");
   ASSERT_NE(state.last_turn->snapshot, nullptr);
   EXPECT_EQ(state.last_turn->snapshot->request_id(), "r1");
-  // Only r1's snapshot is decoded: not r0's, not the snapshot-less turns'.
+  // Only r1's snapshot is decoded: not r0's, not the snapshot-less turns';
+  // and only the baseline's whole turn.
   EXPECT_THAT(history.snapshots_asked(), ElementsAre("r1"));
+  EXPECT_THAT(history.turns_asked(), ElementsAre("r3"));
 }
 
 TEST(LaneHistoryTest, NoSnapshotIsInheritedAcrossABreak) {

@@ -184,6 +184,10 @@ class PgLaneHistory final : public LaneHistory {
     return &turn_;
   }
 
+  absl::StatusOr<Turn> FullTurn() override {
+    return TurnOf(rows_.row(next_ - 1), nullptr);
+  }
+
   absl::StatusOr<std::shared_ptr<const v1::Snapshot>> Snapshot() override {
     return SnapshotOf(rows_.row(next_ - 1), tools_);
   }

@@ -378,6 +378,10 @@ absl::StatusOr<std::optional<RestoredLane>> ReadConnection::LoadLane(
       return &turn_;
     }
 
+    absl::StatusOr<Turn> FullTurn() override {
+      return TurnOf(connection_.select_lane_, nullptr);
+    }
+
     absl::StatusOr<std::shared_ptr<const v1::Snapshot>> Snapshot() override {
       return SnapshotOf(connection_.select_lane_, tools_);
     }

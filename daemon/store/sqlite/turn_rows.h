@@ -300,12 +300,15 @@ absl::StatusOr<v1::TurnClassification> ClassificationOf(
   return classification;
 }
 
-// A row of the lane query as RestoreLaneState reads it (the turn without
-// its snapshot).
+// What RestoreLaneState decides a row of the lane query by (TurnOf gives
+// the whole turn).
 template <typename Row>
 absl::Status StoredTurnOf(const Row& row, StoredTurn& stored) {
-  CACHEWATCH_ASSIGN_OR_RETURN(stored.turn, TurnOf(row, nullptr));
+  stored.request_id = std::string(row.Text(kRequestId));
+  stored.request_time_us = row.Int(kRequestTimeUs);
   stored.has_snapshot = row.Int(kSnapshotReceived) != 0;
+  stored.cache_write_5m_tokens = row.Int(kCacheWrite5mTokens);
+  stored.cache_write_1h_tokens = row.Int(kCacheWrite1hTokens);
   stored.received_us = row.Int(kLaneReceivedAtUs);
   stored.classification.reset();
   if (!row.IsNull(kLaneVerdict) && row.Text(kLaneVerdict) != "pending") {
