@@ -49,13 +49,13 @@ class FakeHistory : public LaneHistory {
       usage.set_cache_write_tokens(row.write_5m + row.write_1h);
       turn.usage = usage;
       turns_.push_back(turn);
-      StoredTurn stored;
-      stored.request_id = row.id;
-      stored.request_time_us = turn.request_time_us;
-      stored.cache_write_5m_tokens = row.write_5m;
-      stored.cache_write_1h_tokens = row.write_1h;
-      stored.has_snapshot = row.snapshot;
-      stored.received_us = turn.request_time_us + 1;
+      StoredTurn stored{.request_id = row.id,
+                        .request_time_us = turn.request_time_us,
+                        .has_snapshot = row.snapshot,
+                        .cache_write_5m_tokens = row.write_5m,
+                        .cache_write_1h_tokens = row.write_1h,
+                        .classification = std::nullopt,
+                        .received_us = turn.request_time_us + 1};
       if (row.verdict != v1::VERDICT_UNSPECIFIED) {
         v1::TurnClassification classification;
         classification.set_verdict(row.verdict);
