@@ -17,14 +17,13 @@
 #include <libpq-fe.h>
 #include <xxhash.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -61,33 +60,7 @@ std::unique_ptr<PostgresStore> OpenStore(const std::string& url) {
 double RunStore(const std::string& url,
                 const std::vector<std::vector<StoreTurn>>& turns) {
   std::unique_ptr<PostgresStore> store = OpenStore(url);
-  std::vector<std::vector<std::vector<StoreWrite>>> batches(turns.size());
-  int64_t rows = 0;
-  for (size_t w = 0; w < turns.size(); ++w) {
-    for (size_t i = 0; i < turns[w].size(); i += kTurnsPerWrite) {
-      std::vector<StoreWrite> batch;
-      for (size_t j = i; j < std::min(turns[w].size(), i + kTurnsPerWrite);
-           ++j) {
-        for (StoreWrite& write : WritesOf(turns[w][j])) {
-          batch.push_back(std::move(write));
-        }
-        ++rows;
-      }
-      batches[w].push_back(std::move(batch));
-    }
-  }
-  const Clock::time_point start = Clock::now();
-  std::vector<std::thread> threads;
-  for (auto& writer_batches : batches) {
-    threads.emplace_back([&store, &writer_batches] {
-      for (std::vector<StoreWrite>& batch : writer_batches) {
-        absl::Status status = store->Write(std::move(batch));
-        if (!status.ok()) Die(status.ToString());
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  return rows / std::chrono::duration<double>(Clock::now() - start).count();
+  return TimeStoreWrites(*store, turns, kTurnsPerWrite, "pg_store_bench");
 }
 
 std::string Hex(uint64_t value) {
@@ -204,25 +177,17 @@ double RunRaw(const std::string& url,
 }
 
 int Main(int argc, char** argv) {
-  int turns_per_writer = 5000;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--turns=", 8) == 0) {
-      turns_per_writer = std::max(kTurnsPerWrite, std::atoi(argv[i] + 8));
-    } else {
-      std::fprintf(stderr, "usage: pg_store_bench [--turns=N]\n");
-      return 2;
-    }
-  }
+  const std::optional<int> turns_per_writer =
+      TurnsPerWriterFlag(argc, argv, "pg_store_bench", 5000, kTurnsPerWrite);
+  if (!turns_per_writer.has_value()) return 2;
   std::unique_ptr<testing::PostgresProcess> server =
       testing::PostgresProcess::Start();
   if (server == nullptr) Die("cannot start PostgreSQL");
   if (!server->CreateDatabase("raw") || !server->CreateDatabase("store")) {
     Die("cannot create the databases");
   }
-  std::vector<std::vector<StoreTurn>> turns;
-  for (int w = 0; w < kWriters; ++w) {
-    turns.push_back(MakeStoreTurns(w, turns_per_writer));
-  }
+  const std::vector<std::vector<StoreTurn>> turns =
+      MakeWritersTurns(kWriters, *turns_per_writer);
   const double raw_rate = RunRaw(server->Url("raw"), turns);
   const double store_rate = RunStore(server->Url("store"), turns);
   const double ratio = store_rate / raw_rate;
@@ -230,7 +195,7 @@ int Main(int argc, char** argv) {
       "pg_store_bench: %d turns; PostgresStore::Write %.0f turns/s (%d "
       "writers, %d turns/Write, 3 records/turn), raw COPY %.0f rows/s (%d "
       "rows/transaction); ratio %.2f (target >= %.2f) %s\n",
-      kWriters * turns_per_writer, store_rate, kWriters, kTurnsPerWrite,
+      kWriters * *turns_per_writer, store_rate, kWriters, kTurnsPerWrite,
       raw_rate, kRowsPerCopy, ratio, kTarget,
       ratio >= kTarget ? "PASS" : "FAIL");
   return 0;

@@ -19,15 +19,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bench/store_turns.h"
@@ -45,6 +43,7 @@ constexpr double kTarget = 0.5;
 using Clock = std::chrono::steady_clock;
 
 // Rows (3 per turn) per second through SqliteStore::Write.
+// Rows (3 a turn) per second through SqliteStore::Write.
 double RunStore(const std::string& path,
                 const std::vector<std::vector<StoreTurn>>& turns) {
   StoreOptions options;
@@ -56,37 +55,7 @@ double RunStore(const std::string& path,
                  store.status().ToString().c_str());
     std::exit(1);
   }
-  // Batches built up front, so that only Write() is timed.
-  std::vector<std::vector<std::vector<StoreWrite>>> batches(turns.size());
-  int64_t rows = 0;
-  for (size_t w = 0; w < turns.size(); ++w) {
-    for (size_t i = 0; i < turns[w].size(); i += kTurnsPerWrite) {
-      std::vector<StoreWrite> batch;
-      for (size_t j = i; j < std::min(turns[w].size(), i + kTurnsPerWrite);
-           ++j) {
-        for (StoreWrite& write : WritesOf(turns[w][j])) {
-          batch.push_back(std::move(write));
-        }
-      }
-      rows += batch.size();
-      batches[w].push_back(std::move(batch));
-    }
-  }
-  const Clock::time_point start = Clock::now();
-  std::vector<std::thread> threads;
-  for (auto& writer_batches : batches) {
-    threads.emplace_back([&store, &writer_batches] {
-      for (std::vector<StoreWrite>& batch : writer_batches) {
-        absl::Status status = (*store)->Write(std::move(batch));
-        if (!status.ok()) {
-          std::fprintf(stderr, "store_bench: %s\n", status.ToString().c_str());
-          std::exit(1);
-        }
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  return rows / std::chrono::duration<double>(Clock::now() - start).count();
+  return 3 * TimeStoreWrites(**store, turns, kTurnsPerWrite, "store_bench");
 }
 
 constexpr char kRawSchema[] = R"sql(
@@ -314,21 +283,13 @@ class RawWriter {
 };
 
 int Main(int argc, char** argv) {
-  int turns_per_writer = 5000;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--turns=", 8) == 0) {
-      turns_per_writer = std::max(kTurnsPerWrite, std::atoi(argv[i] + 8));
-    } else {
-      std::fprintf(stderr, "usage: store_bench [--turns=N]\n");
-      return 2;
-    }
-  }
+  const std::optional<int> turns_per_writer =
+      TurnsPerWriterFlag(argc, argv, "store_bench", 5000, kTurnsPerWrite);
+  if (!turns_per_writer.has_value()) return 2;
   const TempDir temp_dir("store_bench");
   const std::filesystem::path dir = temp_dir.path();
-  std::vector<std::vector<StoreTurn>> turns;
-  for (int w = 0; w < kWriters; ++w) {
-    turns.push_back(MakeStoreTurns(w, turns_per_writer));
-  }
+  const std::vector<std::vector<StoreTurn>> turns =
+      MakeWritersTurns(kWriters, *turns_per_writer);
   double raw_rate = 0;
   {
     RawWriter raw((dir / "raw.db").string());
@@ -341,7 +302,7 @@ int Main(int argc, char** argv) {
       "writers, "
       "%d turns/Write), raw SQLite %.0f rows/s (%d rows/transaction); ratio "
       "%.2f (target >= %.2f) %s\n",
-      kWriters * turns_per_writer, store_rate, kWriters, kTurnsPerWrite,
+      kWriters * *turns_per_writer, store_rate, kWriters, kTurnsPerWrite,
       raw_rate, kRowsPerTransaction, ratio, kTarget,
       ratio >= kTarget ? "PASS" : "FAIL");
   return 0;

@@ -1,6 +1,12 @@
 #include "bench/store_turns.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
+#include <thread>
 
 namespace cachewatch::bench {
 
@@ -34,6 +40,66 @@ std::vector<StoreWrite> WritesOf(const StoreTurn& turn) {
   writes.emplace_back(
       ClassificationWrite{key, turn.usage.request_id(), classification});
   return writes;
+}
+
+std::vector<std::vector<StoreTurn>> MakeWritersTurns(int writers,
+                                                     int turns_per_writer) {
+  std::vector<std::vector<StoreTurn>> turns;
+  for (int w = 0; w < writers; ++w) {
+    turns.push_back(MakeStoreTurns(w, turns_per_writer));
+  }
+  return turns;
+}
+
+std::optional<int> TurnsPerWriterFlag(int argc, char** argv,
+                                      const char* program, int fallback,
+                                      int min) {
+  int turns = fallback;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--turns=", 8) == 0) {
+      turns = std::max(min, std::atoi(argv[i] + 8));
+    } else {
+      std::fprintf(stderr, "usage: %s [--turns=N]\n", program);
+      return std::nullopt;
+    }
+  }
+  return turns;
+}
+
+double TimeStoreWrites(RecordStore& store,
+                       const std::vector<std::vector<StoreTurn>>& turns,
+                       int turns_per_write, const char* program) {
+  std::vector<std::vector<std::vector<StoreWrite>>> batches(turns.size());
+  int64_t written = 0;
+  for (size_t w = 0; w < turns.size(); ++w) {
+    const size_t per_write = static_cast<size_t>(turns_per_write);
+    for (size_t i = 0; i < turns[w].size(); i += per_write) {
+      std::vector<StoreWrite> batch;
+      for (size_t j = i; j < std::min(turns[w].size(), i + per_write); ++j) {
+        for (StoreWrite& write : WritesOf(turns[w][j])) {
+          batch.push_back(std::move(write));
+        }
+        ++written;
+      }
+      batches[w].push_back(std::move(batch));
+    }
+  }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> threads;
+  for (auto& writer_batches : batches) {
+    threads.emplace_back([&store, &writer_batches, program] {
+      for (std::vector<StoreWrite>& batch : writer_batches) {
+        const absl::Status status = store.Write(std::move(batch));
+        if (!status.ok()) {
+          std::fprintf(stderr, "%s: %s\n", program, status.ToString().c_str());
+          std::exit(1);
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return written / std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 }  // namespace cachewatch::bench

@@ -1,18 +1,21 @@
 // The turns the store benchmarks write (store_bench, pg_store_bench): the
-// records of records.h grouped per turn, and the three store writes a stream
-// handler makes of one turn (its snapshot, its usage, an OK classification).
+// records of records.h grouped per turn, the three store writes a stream
+// handler makes of one turn (its snapshot, its usage, an OK classification),
+// and the harness both time a RecordStore with.
 //
 // Plain functions of their arguments; thread-safe.
 #ifndef CACHEWATCH_BENCH_STORE_TURNS_H_
 #define CACHEWATCH_BENCH_STORE_TURNS_H_
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "bench/records.h"
 #include "cachewatch/v1/snapshot.pb.h"
 #include "cachewatch/v1/usage.pb.h"
 #include "daemon/store/record.h"
+#include "daemon/store/record_store.h"
 
 namespace cachewatch::bench {
 
@@ -30,6 +33,25 @@ std::vector<StoreTurn> MakeStoreTurns(int writer, int turns);
 
 // The snapshot, usage and OK classification of `turn` on its "main" lane.
 std::vector<StoreWrite> WritesOf(const StoreTurn& turn);
+
+// The turns of `writers` writers, `turns_per_writer` each (MakeStoreTurns).
+std::vector<std::vector<StoreTurn>> MakeWritersTurns(int writers,
+                                                     int turns_per_writer);
+
+// The turns per writer a benchmark's command line asks for: --turns=N (at
+// least `min`), else `fallback`. Any other argument prints a usage line
+// naming `program` and gives nullopt.
+std::optional<int> TurnsPerWriterFlag(int argc, char** argv,
+                                      const char* program, int fallback,
+                                      int min);
+
+// Turns per second `store` writes `turns` at: a thread per writer, each
+// Write carrying `turns_per_write` of its turns (WritesOf each); the batches
+// are built before the clock starts. A failed write prints its status after
+// `program` and exits 1.
+double TimeStoreWrites(RecordStore& store,
+                       const std::vector<std::vector<StoreTurn>>& turns,
+                       int turns_per_write, const char* program);
 
 }  // namespace cachewatch::bench
 

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <memory>
 #include <sstream>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -108,6 +109,55 @@ void ParseTtl(const std::string& text, ClassifierOptions& options) {
                    absl::StrJoin(names, ", "));
 }
 
+// The flags an empty value leaves unset: an empty address disables its
+// endpoint, an empty file or URL is none. Any other flag given as `--flag=`
+// is an error naming it.
+constexpr std::string_view kMayBeEmpty[] = {
+    "config",          "metrics-listen", "store",
+    "tls-cert",        "tls-key",        "tls-client-ca",
+    "auth-token-file", "proxy-listen",   "proxy-upstream-ca"};
+
+// An existing file, or empty for none.
+CLI::Validator ExistingFileOrNone() {
+  return CLI::Validator(
+      [](std::string& path) {
+        return path.empty() ? std::string() : CLI::ExistingFile(path);
+      },
+      "FILE");
+}
+
+// `args` with each `--flag=` written `--flag ""`: CLI11 reads an empty
+// `--flag=` as a bare `--flag` and would take the next argument as its
+// value. Throws CLI::ValidationError for a flag of `app` that must not be
+// empty.
+std::vector<std::string> WithEmptyValues(const CLI::App& app, int argc,
+                                         char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") break;
+    if (arg.size() < 4 || !arg.starts_with("--") || !arg.ends_with("=") ||
+        arg.find('=') != arg.size() - 1) {
+      continue;
+    }
+    const std::string_view name =
+        std::string_view(arg).substr(2, arg.size() - 3);
+    if (app.get_option_no_throw(std::string(arg, 0, arg.size() - 1)) ==
+        nullptr) {
+      continue;  // CLI11 names it as an unknown argument.
+    }
+    if (std::find(std::begin(kMayBeEmpty), std::end(kMayBeEmpty), name) ==
+        std::end(kMayBeEmpty)) {
+      throw CLI::ValidationError(std::string("--").append(name),
+                                 "needs a value, got an empty one");
+    }
+    args[i].pop_back();
+    args.insert(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, "");
+    ++i;
+  }
+  return args;
+}
+
 }  // namespace
 
 std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
@@ -201,16 +251,16 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
       ->check(CLI::NonNegativeNumber);
   Add(app, "tls-cert", config.tls_cert,
       "PEM certificate chain for the gRPC port; with --tls-key enables TLS")
-      ->check(CLI::ExistingFile);
+      ->check(ExistingFileOrNone());
   Add(app, "tls-key", config.tls_key, "PEM private key for --tls-cert")
-      ->check(CLI::ExistingFile);
+      ->check(ExistingFileOrNone());
   Add(app, "tls-client-ca", config.tls_client_ca,
       "PEM CA bundle; clients must present a certificate it signed (mTLS)")
-      ->check(CLI::ExistingFile);
+      ->check(ExistingFileOrNone());
   Add(app, "auth-token-file", config.auth_token_file,
       "File of accepted bearer tokens, one per line; calls without one get "
       "UNAUTHENTICATED")
-      ->check(CLI::ExistingFile);
+      ->check(ExistingFileOrNone());
   Add(app, "rate-limit", config.rate_limit_per_client,
       "Records per second per client (token or peer address); beyond it "
       "RESOURCE_EXHAUSTED; 0 disables")
@@ -226,7 +276,7 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
   Add(app, "proxy-upstream-ca", config.proxy.upstream_ca,
       "PEM CA bundle trusted for https upstreams instead of the system "
       "store")
-      ->check(CLI::ExistingFile);
+      ->check(ExistingFileOrNone());
   Add(app, "proxy-request-diagnostics", config.proxy.request_diagnostics,
       "Add the provider's cache diagnostics request (against the lane's "
       "previous response) to forwarded requests; changes the request body");
@@ -251,7 +301,10 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = WithEmptyValues(app, argc, argv);
+    std::vector<char*> arg_pointers;
+    for (std::string& arg : args) arg_pointers.push_back(arg.data());
+    app.parse(static_cast<int>(arg_pointers.size()), arg_pointers.data());
     for (const std::string& price : prices) {
       ParsePrice(price, config.classifier);
     }

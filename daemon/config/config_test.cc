@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "daemon/core/provider_table.h"
@@ -153,6 +154,47 @@ TEST(ConfigTest, BadValuesAreClearErrors) {
     const ConfigExit& exit = std::get<ConfigExit>(parsed);
     EXPECT_NE(exit.exit_code, 0);
     EXPECT_NE(exit.message.find(c.mention), std::string::npos) << exit.message;
+  }
+}
+
+// `--flag=` is an empty value, never a bare flag taking the next argument
+// as its value (CLI11 reads it so).
+TEST(ConfigTest, AnEmptyValueLeavesAnOptionalFlagUnset) {
+  const std::string cert = WriteFile("cachewatch-empty.pem", "pem");
+  const Config config = MustParse(
+      {"--metrics-listen=", "--listen", "0.0.0.0:7000",
+       "--tls-cert=", "--tls-key=", "--store=", "--proxy-listen=", "--config=",
+       "--auth-token-file=", "--max-lanes", "9", "--proxy-upstream-ca="});
+  EXPECT_EQ(config.metrics_listen, "");
+  EXPECT_EQ(config.listen, "0.0.0.0:7000");
+  EXPECT_EQ(config.tls_cert, "");
+  EXPECT_EQ(config.tls_key, "");
+  EXPECT_EQ(config.store_url, "");
+  EXPECT_EQ(config.proxy.listen, "");
+  EXPECT_EQ(config.auth_token_file, "");
+  EXPECT_EQ(config.proxy.upstream_ca, "");
+  EXPECT_EQ(config.tracker.max_lanes, 9u);
+  // Last on the command line, too; and an empty value replaces a set one.
+  EXPECT_EQ(MustParse({"--metrics-listen=1.2.3.4:5", "--metrics-listen="})
+                .metrics_listen,
+            "");
+  EXPECT_EQ(MustParse({"--tls-cert=", "--tls-cert", cert, "--tls-key", cert})
+                .tls_cert,
+            cert);
+}
+
+TEST(ConfigTest, AnEmptyValueOfAFlagThatNeedsOneIsAnErrorNamingIt) {
+  for (const char* flag :
+       {"--listen=", "--db-path=", "--max-lanes=", "--retention-hours=",
+        "--pending-timeout-seconds=", "--log-level=", "--ttl=",
+        "--synchronous-full=", "--proxy-upstream="}) {
+    auto parsed = Parse({flag, "--metrics-listen", "127.0.0.1:1"});
+    ASSERT_TRUE(std::holds_alternative<ConfigExit>(parsed)) << flag;
+    const ConfigExit& exit = std::get<ConfigExit>(parsed);
+    EXPECT_NE(exit.exit_code, 0);
+    const std::string name(flag, std::string_view(flag).size() - 1);
+    EXPECT_NE(exit.message.find(name + ": needs a value"), std::string::npos)
+        << exit.message;
   }
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "daemon/store/schema_version.h"
 #include "daemon/util/status_macros.h"
 
 namespace cachewatch {
@@ -226,15 +227,6 @@ absl::StatusOr<int> ReadVersion(PgConnection& connection) {
   return static_cast<int>(result->row(0).Int(0));
 }
 
-absl::Status CheckVersion(int version) {
-  if (version > PgLatestSchemaVersion()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "database schema version ", version, " is newer than this build's ",
-        PgLatestSchemaVersion(), ": use a newer cachewatchd"));
-  }
-  return absl::OkStatus();
-}
-
 std::string PartitionName(const std::string& table, int64_t day) {
   return absl::StrCat(
       table, "_p",
@@ -297,7 +289,8 @@ absl::Status PgMigrate(PgConnection& connection) {
     // Read under the lock: another daemon may have migrated meanwhile.
     absl::StatusOr<int> version = ReadVersion(connection);
     if (!version.ok()) return version.status();
-    CACHEWATCH_RETURN_IF_ERROR(CheckVersion(*version));
+    CACHEWATCH_RETURN_IF_ERROR(
+        CheckSchemaVersionKnown(*version, PgLatestSchemaVersion()));
     for (int next = *version; next < PgLatestSchemaVersion(); ++next) {
       CACHEWATCH_RETURN_IF_ERROR(connection.Exec(Migrations()[next]));
       CACHEWATCH_RETURN_IF_ERROR(

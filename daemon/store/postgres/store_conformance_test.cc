@@ -6,10 +6,8 @@
 // the reason, only where the PostgreSQL binaries are absent.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <limits>
 #include <set>
-#include <thread>
 #include <tuple>
 
 #include "absl/strings/escaping.h"
@@ -107,22 +105,6 @@ class BackendNames {
   }
 };
 TYPED_TEST_SUITE(StoreConformanceTest, Backends, BackendNames);
-
-// Writes turn r0 (cold start) and turn r1 (a break against r0) of `key`.
-template <typename S>
-v1::PromptCacheBreak WriteBrokenPair(S& store, const LaneKey& key) {
-  EXPECT_TRUE(
-      store
-          .Write(TurnUnit(key, "r0", kT0,
-                          Classified(key, "r0", v1::VERDICT_COLD_START)))
-          .ok());
-  const v1::PromptCacheBreak event =
-      FullBreak(key, "r0", "r1", kT0 + 60 * kSecond);
-  EXPECT_TRUE(
-      store.Write(TurnUnit(key, "r1", kT0 + 60 * kSecond, BreakWrite(event)))
-          .ok());
-  return event;
-}
 
 std::vector<std::string> RequestIds(const v1::ListBreaksResponse& response) {
   std::vector<std::string> ids;
@@ -796,24 +778,7 @@ TYPED_TEST(StoreConformanceTest, ConcurrentWritersLoseNothing) {
   auto store = this->Open();
   constexpr int kThreads = 4;
   constexpr int kTurns = 50;
-  std::vector<std::thread> threads;
-  std::atomic<int> failures{0};
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      const LaneKey key = Key(absl::StrCat("s", t));
-      for (int i = 0; i < kTurns; ++i) {
-        const std::string id = absl::StrCat("r", i);
-        if (!store
-                 ->Write(TurnUnit(key, id, kT0 + i * kSecond,
-                                  Classified(key, id, v1::VERDICT_OK)))
-                 .ok()) {
-          ++failures;
-        }
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(WriteLanesConcurrently(*store, kThreads, kTurns), 0);
   EXPECT_EQ(this->Count("turns"), kThreads * kTurns);
   EXPECT_EQ(store->stats().committed_records, kThreads * kTurns * 3);
 }

@@ -3,14 +3,14 @@
 #include <google/protobuf/util/time_util.h>
 
 #include <algorithm>
-#include <string_view>
 #include <utility>
 
-#include "absl/strings/escaping.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/core/classifier.h"
+#include "daemon/core/lane_history.h"
+#include "daemon/store/sqlite/break_pages.h"
 #include "daemon/store/sqlite/columns.h"
+#include "daemon/store/sqlite/turn_rows.h"
 #include "daemon/util/status_macros.h"
 
 namespace cachewatch {
@@ -19,57 +19,11 @@ namespace {
 using google::protobuf::util::TimeUtil;
 
 constexpr int kBusyTimeoutMs = 5000;
-constexpr int kDefaultPageSize = 100;
-constexpr int kMaxPageSize = 1000;
-constexpr int kDefaultTimelineLimit = 200;
-constexpr int kMaxTimelineLimit = 5000;
 // The most a ListBreaks or timeline reply carries, in bytes of its rows:
 // below gRPC's default 4 MiB client receive limit, with room to spare.
 constexpr size_t kMaxReplyBytes = 3 * 1024 * 1024;
 // A TurnSummary's bytes besides its request id, model and break id, at most.
 constexpr size_t kTurnSummaryFixedBytes = 160;
-
-// The columns a Turn and its snapshot are rebuilt from, in TurnColumn order.
-#define CACHEWATCH_TURN_COLUMNS                                             \
-  "agent, session_id, lane, request_id, provider, model, request_time_us, " \
-  "snapshot_received, usage_received, system_hash, system_sections, "       \
-  "tool_list_hash, options_hash, cache_enabled, cache_automatic, "          \
-  "cache_ttl_seconds, breakpoints, message_chain, expected_drop, "          \
-  "tool_order_policy, uncached_input_tokens, cache_read_tokens, "           \
-  "cache_write_tokens, cache_write_5m_tokens, cache_write_1h_tokens, "      \
-  "output_tokens, provider_miss_reason, provider_missed_tokens"
-
-enum TurnColumn {
-  kAgent,
-  kSessionId,
-  kLane,
-  kRequestId,
-  kProvider,
-  kModel,
-  kRequestTimeUs,
-  kSnapshotReceived,
-  kUsageReceived,
-  kSystemHash,
-  kSystemSections,
-  kToolListHash,
-  kOptionsHash,
-  kCacheEnabled,
-  kCacheAutomatic,
-  kCacheTtlSeconds,
-  kBreakpoints,
-  kMessageChain,
-  kExpectedDrop,
-  kToolOrderPolicy,
-  kUncachedInputTokens,
-  kCacheReadTokens,
-  kCacheWriteTokens,
-  kCacheWrite5mTokens,
-  kCacheWrite1hTokens,
-  kOutputTokens,
-  kProviderMissReason,
-  kProviderMissedTokens,
-  kTurnColumnCount,
-};
 
 constexpr const char* kSelectBreak = R"sql(
 SELECT agent, session_id, lane, event FROM prompt_cache_breaks
@@ -84,12 +38,8 @@ constexpr const char* kSelectToolEntries = R"sql(
 SELECT name, schema_hash FROM tool_list_entries WHERE list_hash = :list_hash
 ORDER BY position)sql";
 
-constexpr const char* kSelectTimeline = R"sql(
-SELECT request_id, request_time_us, response_time_us, model,
-  snapshot_received, usage_received, uncached_input_tokens, cache_read_tokens,
-  cache_write_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
-  output_tokens, prompt_total_tokens, verdict, primary_reason, break_id,
-  tool_count
+constexpr const char* kSelectTimeline =
+    "SELECT " CACHEWATCH_TIMELINE_COLUMNS R"sql(
 FROM turns
 WHERE agent = :agent AND session_id = :session_id AND lane = :lane
 ORDER BY request_time_us DESC, request_id DESC
@@ -101,17 +51,6 @@ SELECT t.verdict, t.expected_reuse_tokens, t.missed_tokens, t.expected_drop,
 FROM turns AS t LEFT JOIN prompt_cache_breaks AS b ON b.break_id = t.break_id
 WHERE t.agent = :agent AND t.session_id = :session_id AND t.lane = :lane
   AND t.request_id = :request_id)sql";
-
-// The TTL the most recent classified turn with a 5 m / 1 h write split, up
-// to the turn of row `r`, showed (3600 or 300), or NULL.
-#define CACHEWATCH_OBSERVED_TTL                                           \
-  "(SELECT CASE WHEN w.cache_write_1h_tokens > 0 THEN 3600 ELSE 300 END " \
-  "FROM turns AS w "                                                      \
-  "WHERE w.agent = r.agent AND w.session_id = r.session_id "              \
-  "AND w.lane = r.lane AND w.request_time_us <= r.request_time_us "       \
-  "AND (w.cache_write_1h_tokens > 0 OR w.cache_write_5m_tokens > 0) "     \
-  "AND w.verdict IS NOT NULL AND w.verdict <> 'pending' "                 \
-  "ORDER BY w.request_time_us DESC, w.request_id DESC LIMIT 1)"
 
 // Each lane's last classified turn since :since_us (the order the lane
 // tracker uses: request time, then request id), and the TTL shown by the
@@ -166,34 +105,6 @@ WHERE (cache_write_1h_tokens > 0 OR cache_write_5m_tokens > 0)
   AND verdict IS NOT NULL AND verdict <> 'pending'
 LIMIT 1)sql";
 
-// Turns LoadLane's TTL fallback looks back over.
-constexpr int kLaneTtlLookback = 1000;
-
-#undef CACHEWATCH_OBSERVED_TTL
-
-// kSelectLane's columns after the turn columns.
-enum LaneRowColumn {
-  kLaneVerdict = kTurnColumnCount,
-  kLaneExpectedReuseTokens,
-  kLaneMissedTokens,
-  kLaneReceivedAtUs,
-  kLaneBreakEvent,
-};
-
-#undef CACHEWATCH_TURN_COLUMNS
-
-// ListBreaks filters, as bits of the statement cache key.
-enum ListFilter : unsigned {
-  kSince = 1 << 0,
-  kUntil = 1 << 1,
-  kAgentFilter = 1 << 2,
-  kSessionFilter = 1 << 3,
-  kLaneFilter = 1 << 4,
-  kModelFilter = 1 << 5,
-  kReasonFilter = 1 << 6,
-  kAfterToken = 1 << 7,
-};
-
 // The SQL of ListBreaks for a set of filters: only the shape varies, every
 // value is a bound parameter.
 std::string ListBreaksSql(unsigned filters) {
@@ -216,106 +127,10 @@ std::string ListBreaksSql(unsigned filters) {
   return sql;
 }
 
-// The keyset position after which a page starts: the last break returned.
-struct PagePosition {
-  int64_t request_time_us = 0;
-  std::string break_id;
-};
-
-std::string EncodePageToken(const PagePosition& position) {
-  return absl::WebSafeBase64Escape(
-      absl::StrCat(position.request_time_us, ":", position.break_id));
-}
-
-std::optional<PagePosition> DecodePageToken(const std::string& token) {
-  std::string raw;
-  if (!absl::WebSafeBase64Unescape(token, &raw)) return std::nullopt;
-  const size_t colon = raw.find(':');
-  if (colon == std::string::npos || colon + 1 == raw.size()) {
-    return std::nullopt;
-  }
-  PagePosition position;
-  if (!absl::SimpleAtoi(raw.substr(0, colon), &position.request_time_us)) {
-    return std::nullopt;
-  }
-  position.break_id = raw.substr(colon + 1);
-  return position;
-}
-
 void BindKey(Statement& statement, const LaneKey& key) {
   statement.BindText(":agent", key.agent);
   statement.BindText(":session_id", key.session_id);
   statement.BindText(":lane", LaneColumn(key));
-}
-
-template <typename Enum>
-absl::StatusOr<Enum> EnumColumn(const Statement& row, int column,
-                                std::string_view what) {
-  if (row.IsNull(column)) return static_cast<Enum>(0);
-  const std::optional<Enum> value = ParseEnumText<Enum>(row.Text(column));
-  if (!value.has_value()) {
-    return absl::DataLossError(
-        absl::StrCat("unknown ", std::string(what), " \"",
-                     std::string(row.Text(column)), "\""));
-  }
-  return *value;
-}
-
-absl::StatusOr<uint64_t> HashColumn(const Statement& row, int column,
-                                    std::string_view what) {
-  if (row.IsNull(column)) return 0;
-  const std::optional<uint64_t> hash = ParseHex64(row.Text(column));
-  if (!hash.has_value()) {
-    return absl::DataLossError(
-        absl::StrCat("malformed ", std::string(what), " \"",
-                     std::string(row.Text(column)), "\""));
-  }
-  return *hash;
-}
-
-absl::Status ParseEvent(std::string_view bytes, v1::PromptCacheBreak* event) {
-  if (!event->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return absl::DataLossError("malformed prompt_cache_breaks.event");
-  }
-  return absl::OkStatus();
-}
-
-// The usage columns starting at `first` (uncached, read, write, 5m, 1h,
-// output).
-v1::NormalizedUsage UsageColumns(const Statement& row, int first) {
-  v1::NormalizedUsage usage;
-  usage.set_uncached_input_tokens(row.Int(first));
-  usage.set_cache_read_tokens(row.Int(first + 1));
-  usage.set_cache_write_tokens(row.Int(first + 2));
-  usage.set_cache_write_5m_tokens(row.Int(first + 3));
-  usage.set_cache_write_1h_tokens(row.Int(first + 4));
-  usage.set_output_tokens(row.Int(first + 5));
-  return usage;
-}
-
-// The Turn of a row selected with the turn columns, around `snapshot`.
-absl::StatusOr<Turn> TurnOf(const Statement& row,
-                            std::shared_ptr<const v1::Snapshot> snapshot) {
-  Turn turn;
-  turn.request_id = std::string(row.Text(kRequestId));
-  turn.snapshot = std::move(snapshot);
-  if (row.Int(kUsageReceived) != 0) {
-    turn.usage = UsageColumns(row, kUncachedInputTokens);
-  }
-  if (!row.IsNull(kProviderMissReason)) {
-    v1::ProviderCacheDiagnostics diagnostics;
-    diagnostics.set_cache_miss_reason(
-        std::string(row.Text(kProviderMissReason)));
-    diagnostics.set_cache_missed_input_tokens(row.Int(kProviderMissedTokens));
-    turn.provider_diagnostics = std::move(diagnostics);
-  }
-  CACHEWATCH_ASSIGN_OR_RETURN(
-      v1::Provider provider,
-      EnumColumn<v1::Provider>(row, kProvider, "provider"));
-  turn.provider = provider;
-  turn.model = std::string(row.Text(kModel));
-  turn.request_time_us = row.Int(kRequestTimeUs);
-  return turn;
 }
 
 }  // namespace
@@ -398,29 +213,9 @@ absl::StatusOr<Statement*> ReadConnection::ListBreaksStatement(
 
 absl::StatusOr<v1::ListBreaksResponse> ReadConnection::ListBreaks(
     const v1::ListBreaksRequest& request) {
-  if (request.page_size() < 0) {
-    return absl::InvalidArgumentError("page_size must not be negative");
-  }
-  const int page_size = request.page_size() == 0
-                            ? kDefaultPageSize
-                            : std::min(request.page_size(), kMaxPageSize);
-  std::optional<PagePosition> after;
-  if (!request.page_token().empty()) {
-    after = DecodePageToken(request.page_token());
-    if (!after.has_value()) {
-      return absl::InvalidArgumentError("invalid page_token");
-    }
-  }
-  unsigned filters = 0;
-  if (request.has_since()) filters |= kSince;
-  if (request.has_until()) filters |= kUntil;
-  if (!request.agent().empty()) filters |= kAgentFilter;
-  if (!request.session_id().empty()) filters |= kSessionFilter;
-  if (!request.lane().empty()) filters |= kLaneFilter;
-  if (!request.model().empty()) filters |= kModelFilter;
-  if (request.reason() != v1::REASON_UNSPECIFIED) filters |= kReasonFilter;
-  if (after.has_value()) filters |= kAfterToken;
-
+  CACHEWATCH_ASSIGN_OR_RETURN(const BreakPage page, BreakPageOf(request));
+  const unsigned filters = page.filters;
+  const int page_size = page.size;
   CACHEWATCH_ASSIGN_OR_RETURN(Statement * statement,
                               ListBreaksStatement(filters));
   Statement& s = *statement;
@@ -438,9 +233,9 @@ absl::StatusOr<v1::ListBreaksResponse> ReadConnection::ListBreaks(
   if (filters & kReasonFilter) {
     s.BindText(":reason", ReasonName(request.reason()));
   }
-  if (after.has_value()) {
-    s.BindInt(":after_us", after->request_time_us);
-    s.BindText(":after_id", after->break_id);
+  if (page.after.has_value()) {
+    s.BindInt(":after_us", page.after->request_time_us);
+    s.BindText(":after_id", page.after->break_id);
   }
   // One more than a page tells whether another page follows.
   s.BindInt(":limit", page_size + 1);
@@ -464,62 +259,6 @@ absl::StatusOr<v1::ListBreaksResponse> ReadConnection::ListBreaks(
     last.break_id = std::string(s.Text(1));
   }
   return response;
-}
-
-absl::StatusOr<std::shared_ptr<const v1::Snapshot>> ReadConnection::SnapshotOf(
-    const Statement& row, ToolListCache& tools) {
-  if (row.Int(kSnapshotReceived) == 0) return nullptr;
-  auto snapshot = std::make_shared<v1::Snapshot>();
-  snapshot->set_agent(std::string(row.Text(kAgent)));
-  snapshot->set_session_id(std::string(row.Text(kSessionId)));
-  snapshot->set_lane(std::string(row.Text(kLane)));
-  snapshot->set_request_id(std::string(row.Text(kRequestId)));
-  if (!row.IsNull(kRequestTimeUs)) {
-    *snapshot->mutable_request_time() =
-        TimeUtil::MicrosecondsToTimestamp(row.Int(kRequestTimeUs));
-  }
-  CACHEWATCH_ASSIGN_OR_RETURN(
-      v1::Provider provider,
-      EnumColumn<v1::Provider>(row, kProvider, "provider"));
-  snapshot->set_provider(provider);
-  snapshot->set_model(std::string(row.Text(kModel)));
-  CACHEWATCH_ASSIGN_OR_RETURN(uint64_t system_hash,
-                              HashColumn(row, kSystemHash, "system_hash"));
-  snapshot->set_system_hash(system_hash);
-  if (!row.IsNull(kSystemSections)) {
-    CACHEWATCH_RETURN_IF_ERROR(ParseSectionsJson(
-        row.Text(kSystemSections), snapshot->mutable_system_sections()));
-  }
-  if (!row.IsNull(kToolListHash)) {
-    CACHEWATCH_ASSIGN_OR_RETURN(
-        const google::protobuf::RepeatedPtrField<v1::ToolRef>* list,
-        tools.Get(std::string(row.Text(kToolListHash))));
-    *snapshot->mutable_tools() = *list;
-  }
-  if (!row.IsNull(kCacheEnabled)) {
-    v1::CacheControl* control = snapshot->mutable_cache_control();
-    control->set_enabled(row.Int(kCacheEnabled) != 0);
-    control->set_automatic(row.Int(kCacheAutomatic) != 0);
-    control->set_ttl_seconds(static_cast<uint32_t>(row.Int(kCacheTtlSeconds)));
-    if (!row.IsNull(kBreakpoints)) {
-      CACHEWATCH_RETURN_IF_ERROR(ParseBreakpointsJson(
-          row.Text(kBreakpoints), control->mutable_breakpoints()));
-    }
-  }
-  CACHEWATCH_ASSIGN_OR_RETURN(uint64_t options_hash,
-                              HashColumn(row, kOptionsHash, "options_hash"));
-  snapshot->set_options_hash(options_hash);
-  CACHEWATCH_RETURN_IF_ERROR(ParseChainBlob(row.Blob(kMessageChain),
-                                            snapshot->mutable_message_chain()));
-  CACHEWATCH_ASSIGN_OR_RETURN(
-      v1::ExpectedDrop expected_drop,
-      EnumColumn<v1::ExpectedDrop>(row, kExpectedDrop, "expected_drop"));
-  snapshot->set_expected_drop(expected_drop);
-  CACHEWATCH_ASSIGN_OR_RETURN(v1::ToolOrderPolicy policy,
-                              EnumColumn<v1::ToolOrderPolicy>(
-                                  row, kToolOrderPolicy, "tool_order_policy"));
-  snapshot->set_tool_order_policy(policy);
-  return snapshot;
 }
 
 absl::StatusOr<std::shared_ptr<const v1::Snapshot>>
@@ -567,8 +306,7 @@ absl::StatusOr<v1::ExplainBreakResponse> ReadConnection::ExplainBreak(
 
 absl::StatusOr<v1::GetLaneTimelineResponse> ReadConnection::LaneTimeline(
     const LaneKey& key, int limit) {
-  limit =
-      limit <= 0 ? kDefaultTimelineLimit : std::min(limit, kMaxTimelineLimit);
+  limit = TimelineLimit(limit);
   Statement& s = select_timeline_;
   StatementReset reset(s);
   BindKey(s, key);
@@ -582,36 +320,7 @@ absl::StatusOr<v1::GetLaneTimelineResponse> ReadConnection::LaneTimeline(
     reply_bytes += s.Text(0).size() + s.Text(3).size() + s.Text(15).size() +
                    kTurnSummaryFixedBytes;
     if (reply_bytes > kMaxReplyBytes) break;
-    v1::TurnSummary& turn = *response.add_turns();
-    turn.set_request_id(std::string(s.Text(0)));
-    if (!s.IsNull(1)) {
-      *turn.mutable_request_time() =
-          TimeUtil::MicrosecondsToTimestamp(s.Int(1));
-    }
-    if (!s.IsNull(2)) {
-      *turn.mutable_response_time() =
-          TimeUtil::MicrosecondsToTimestamp(s.Int(2));
-    }
-    turn.set_model(std::string(s.Text(3)));
-    turn.set_snapshot_received(s.Int(4) != 0);
-    turn.set_usage_received(s.Int(5) != 0);
-    if (turn.usage_received()) {
-      *turn.mutable_usage() = UsageColumns(s, 6);
-      const int64_t prompt_total = s.Int(12);
-      if (prompt_total > 0) {
-        turn.set_hit_ratio(
-            static_cast<double>(turn.usage().cache_read_tokens()) /
-            static_cast<double>(prompt_total));
-      }
-    }
-    CACHEWATCH_ASSIGN_OR_RETURN(v1::Verdict verdict,
-                                EnumColumn<v1::Verdict>(s, 13, "verdict"));
-    turn.set_verdict(verdict);
-    CACHEWATCH_ASSIGN_OR_RETURN(
-        v1::Reason reason, EnumColumn<v1::Reason>(s, 14, "primary_reason"));
-    turn.set_primary_reason(reason);
-    turn.set_break_id(std::string(s.Text(15)));
-    turn.set_tool_count(static_cast<int32_t>(s.Int(16)));
+    CACHEWATCH_ASSIGN_OR_RETURN(*response.add_turns(), TurnSummaryOf(s));
   }
   // Selected newest first, so that the limit keeps the most recent turns.
   std::reverse(response.mutable_turns()->begin(),
@@ -628,37 +337,7 @@ ReadConnection::FindClassification(const LaneKey& key,
   s.BindText(":request_id", request_id);
   CACHEWATCH_ASSIGN_OR_RETURN(bool row, s.Step());
   if (!row || s.IsNull(0)) return std::nullopt;
-  v1::TurnClassification classification;
-  CACHEWATCH_ASSIGN_OR_RETURN(v1::Verdict verdict,
-                              EnumColumn<v1::Verdict>(s, 0, "verdict"));
-  classification.set_verdict(verdict);
-  classification.set_expected_reuse_tokens(s.Int(1));
-  classification.set_missed_tokens(s.Int(2));
-  if (verdict == v1::VERDICT_EXPECTED_DROP) {
-    CACHEWATCH_ASSIGN_OR_RETURN(
-        v1::ExpectedDrop hint,
-        EnumColumn<v1::ExpectedDrop>(s, 3, "expected_drop"));
-    classification.set_expected_drop(hint);
-  }
-  if (verdict == v1::VERDICT_BREAK && !s.IsNull(4)) {
-    CACHEWATCH_RETURN_IF_ERROR(
-        ParseEvent(s.Blob(4), classification.mutable_cache_break()));
-  }
-  return classification;
-}
-
-absl::StatusOr<RestoredLane> ReadConnection::RestoredLaneOf(
-    const Statement& row, ToolListCache& tools) {
-  CACHEWATCH_ASSIGN_OR_RETURN(std::shared_ptr<const v1::Snapshot> snapshot,
-                              SnapshotOf(row, tools));
-  CACHEWATCH_ASSIGN_OR_RETURN(Turn turn, TurnOf(row, std::move(snapshot)));
-  RestoredLane lane;
-  lane.key = {std::string(row.Text(kAgent)), std::string(row.Text(kSessionId)),
-              std::string(row.Text(kLane))};
-  lane.state.last_turn = std::move(turn);
-  lane.state.observed_ttl_seconds =
-      static_cast<uint32_t>(row.Int(kTurnColumnCount));
-  return lane;
+  return ClassificationOf(s, {0, 1, 2, 3, 4});
 }
 
 absl::StatusOr<std::vector<RestoredLane>> ReadConnection::LoadRecentLanes(
@@ -682,103 +361,64 @@ absl::StatusOr<std::vector<RestoredLane>> ReadConnection::LoadRecentLanes(
 
 absl::StatusOr<std::optional<RestoredLane>> ReadConnection::LoadLane(
     const LaneKey& key, const LaneLookup& lookup) {
+  // The rows of select_lane_, for RestoreLaneState.
+  class LaneRows final : public LaneHistory {
+   public:
+    LaneRows(ReadConnection& connection, const LaneKey& key, int64_t since_us)
+        : connection_(connection),
+          key_(key),
+          since_us_(since_us),
+          tools_(connection.select_tool_entries_) {}
+
+    absl::StatusOr<StoredTurn*> Next() override {
+      Statement& s = connection_.select_lane_;
+      CACHEWATCH_ASSIGN_OR_RETURN(const bool row, s.Step());
+      if (!row) return nullptr;
+      CACHEWATCH_RETURN_IF_ERROR(StoredTurnOf(s, turn_));
+      return &turn_;
+    }
+
+    absl::StatusOr<Turn> FullTurn() override {
+      return TurnOf(connection_.select_lane_, nullptr);
+    }
+
+    absl::StatusOr<std::shared_ptr<const v1::Snapshot>> Snapshot() override {
+      return SnapshotOf(connection_.select_lane_, tools_);
+    }
+
+    absl::StatusOr<uint32_t> EarlierObservedTtl() override {
+      Statement& ttl = connection_.select_lane_ttl_;
+      StatementReset reset(ttl);
+      BindKey(ttl, key_);
+      ttl.BindInt(":since_us", since_us_);
+      ttl.BindInt(":limit", kLaneTtlLookback);
+      CACHEWATCH_ASSIGN_OR_RETURN(const bool row, ttl.Step());
+      return row ? static_cast<uint32_t>(ttl.Int(0)) : 0;
+    }
+
+   private:
+    ReadConnection& connection_;
+    const LaneKey& key_;
+    const int64_t since_us_;
+    ToolListCache tools_;
+    StoredTurn turn_;
+  };
+
   Transaction transaction(db_);  // Tool lists as of the turns read.
   CACHEWATCH_RETURN_IF_ERROR(transaction.Begin("BEGIN"));
-  ToolListCache tools(select_tool_entries_);
   Statement& s = select_lane_;
   StatementReset reset(s);
   BindKey(s, key);
   s.BindInt(":since_us", lookup.since_us);
   s.BindInt(":waiting_since_us", lookup.waiting_since_us);
   s.BindInt(":limit", static_cast<int64_t>(lookup.answered + lookup.waiting));
-  RestoredLane lane;
-  lane.key = key;
-  LaneState& state = lane.state;
-  bool any = false;
-  bool ttl_known = false;
-  // The baseline has no snapshot of its own and takes an older turn's.
-  bool inherit_snapshot = false;
-  // Newest first; the baseline is the newest by (request time, request id).
-  while (true) {
-    CACHEWATCH_ASSIGN_OR_RETURN(const bool row, s.Step());
-    if (!row) break;
-    any = true;
-    const bool classified =
-        !s.IsNull(kLaneVerdict) && s.Text(kLaneVerdict) != "pending";
-    if (!classified) {
-      if (state.waiting.size() >= lookup.waiting) continue;
-      CACHEWATCH_ASSIGN_OR_RETURN(std::shared_ptr<const v1::Snapshot> snapshot,
-                                  SnapshotOf(s, tools));
-      CACHEWATCH_ASSIGN_OR_RETURN(Turn turn, TurnOf(s, std::move(snapshot)));
-      state.waiting.push_back({std::move(turn), s.Int(kLaneReceivedAtUs)});
-      continue;
-    }
-    // Older turns are neither remembered nor waiting (a turn waits only
-    // behind an unclassified one): the read stops here.
-    if (state.answered.size() >= lookup.answered) break;
-    if (!ttl_known &&
-        (s.Int(kCacheWrite1hTokens) > 0 || s.Int(kCacheWrite5mTokens) > 0)) {
-      state.observed_ttl_seconds = s.Int(kCacheWrite1hTokens) > 0 ? 3600 : 300;
-      ttl_known = true;
-    }
-    AnsweredTurn& answered = state.answered.emplace_back();
-    answered.request_id = std::string(s.Text(kRequestId));
-    CACHEWATCH_ASSIGN_OR_RETURN(
-        const v1::Verdict verdict,
-        EnumColumn<v1::Verdict>(s, kLaneVerdict, "verdict"));
-    v1::TurnClassification& classification = answered.classification;
-    classification.set_verdict(verdict);
-    classification.set_expected_reuse_tokens(s.Int(kLaneExpectedReuseTokens));
-    classification.set_missed_tokens(s.Int(kLaneMissedTokens));
-    if (verdict == v1::VERDICT_EXPECTED_DROP) {
-      CACHEWATCH_ASSIGN_OR_RETURN(
-          const v1::ExpectedDrop hint,
-          EnumColumn<v1::ExpectedDrop>(s, kExpectedDrop, "expected_drop"));
-      classification.set_expected_drop(hint);
-    }
-    if (verdict == v1::VERDICT_BREAK && !s.IsNull(kLaneBreakEvent)) {
-      CACHEWATCH_RETURN_IF_ERROR(ParseEvent(
-          s.Blob(kLaneBreakEvent), classification.mutable_cache_break()));
-    }
-    const int64_t time_us = s.Int(kRequestTimeUs);
-    if (!state.last_turn.has_value() ||
-        std::pair(time_us, std::string_view(answered.request_id)) >
-            std::pair(state.last_turn->request_time_us,
-                      std::string_view(state.last_turn->request_id))) {
-      CACHEWATCH_ASSIGN_OR_RETURN(std::shared_ptr<const v1::Snapshot> snapshot,
-                                  SnapshotOf(s, tools));
-      CACHEWATCH_ASSIGN_OR_RETURN(state.last_turn,
-                                  TurnOf(s, std::move(snapshot)));
-      inherit_snapshot =
-          state.last_turn->snapshot == nullptr && verdict != v1::VERDICT_BREAK;
-    } else if (inherit_snapshot) {
-      // The tracker measures the turn after a snapshot-less turn that was no
-      // break against the last snapshot its lane saw: so does the baseline.
-      if (s.Int(kSnapshotReceived) != 0) {
-        CACHEWATCH_ASSIGN_OR_RETURN(state.last_turn->snapshot,
-                                    SnapshotOf(s, tools));
-        inherit_snapshot = false;
-      } else if (verdict == v1::VERDICT_BREAK) {
-        inherit_snapshot = false;
-      }
-    }
-  }
-  if (!any) {
-    CACHEWATCH_RETURN_IF_ERROR(transaction.Commit());
-    return std::nullopt;
-  }
-  std::reverse(state.answered.begin(), state.answered.end());
-  if (!ttl_known && state.last_turn.has_value()) {
-    Statement& ttl = select_lane_ttl_;
-    StatementReset ttl_reset(ttl);
-    BindKey(ttl, key);
-    ttl.BindInt(":since_us", lookup.since_us);
-    ttl.BindInt(":limit", kLaneTtlLookback);
-    CACHEWATCH_ASSIGN_OR_RETURN(const bool row, ttl.Step());
-    if (row) state.observed_ttl_seconds = static_cast<uint32_t>(ttl.Int(0));
-  }
+  LaneRows rows(*this, key, lookup.since_us);
+  CACHEWATCH_ASSIGN_OR_RETURN(
+      std::optional<LaneState> state,
+      RestoreLaneState(rows, {lookup.answered, lookup.waiting}));
   CACHEWATCH_RETURN_IF_ERROR(transaction.Commit());
-  return lane;
+  if (!state.has_value()) return std::nullopt;
+  return RestoredLane{key, *std::move(state)};
 }
 
 }  // namespace cachewatch

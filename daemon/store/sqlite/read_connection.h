@@ -53,14 +53,6 @@ class ReadConnection {
   // The ListBreaks statement for one combination of filters (a bit set),
   // prepared on first use.
   absl::StatusOr<Statement*> ListBreaksStatement(unsigned filters);
-  // The snapshot stored in the turns row `row` is positioned on (selected
-  // with kTurnColumns), or null when the turn has none.
-  absl::StatusOr<std::shared_ptr<const v1::Snapshot>> SnapshotOf(
-      const Statement& row, ToolListCache& tools);
-  // The lane in the row `row` is positioned on (selected with kTurnColumns,
-  // then the observed TTL).
-  absl::StatusOr<RestoredLane> RestoredLaneOf(const Statement& row,
-                                              ToolListCache& tools);
   // The snapshot of turn (key, request_id), or null when there is none.
   absl::StatusOr<std::shared_ptr<const v1::Snapshot>> FindSnapshot(
       const LaneKey& key, const std::string& request_id, ToolListCache& tools);

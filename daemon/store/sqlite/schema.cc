@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/store/schema_version.h"
 #include "daemon/util/status_macros.h"
 
 namespace cachewatch {
@@ -192,22 +193,13 @@ absl::StatusOr<int> UserVersion(Database& db) {
   return static_cast<int>(statement.Int(0));
 }
 
-absl::Status CheckVersion(int version) {
-  if (version > LatestSchemaVersion()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "database schema version ", version, " is newer than this build's ",
-        LatestSchemaVersion(), ": use a newer cachewatchd"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 int LatestSchemaVersion() { return static_cast<int>(Migrations().size()); }
 
 absl::Status CheckSchemaVersion(Database& db) {
   CACHEWATCH_ASSIGN_OR_RETURN(int version, UserVersion(db));
-  return CheckVersion(version);
+  return CheckSchemaVersionKnown(version, LatestSchemaVersion());
 }
 
 absl::Status Migrate(Database& db) {
@@ -216,7 +208,8 @@ absl::Status Migrate(Database& db) {
     CACHEWATCH_RETURN_IF_ERROR(transaction.Begin("BEGIN IMMEDIATE"));
     // Re-read under the write lock: another process may have migrated.
     CACHEWATCH_ASSIGN_OR_RETURN(int version, UserVersion(db));
-    CACHEWATCH_RETURN_IF_ERROR(CheckVersion(version));
+    CACHEWATCH_RETURN_IF_ERROR(
+        CheckSchemaVersionKnown(version, LatestSchemaVersion()));
     if (version == LatestSchemaVersion()) return absl::OkStatus();
     CACHEWATCH_RETURN_IF_ERROR(db.Exec(Migrations()[version]));
     // PRAGMA takes no bound parameters; the version is our own integer.

@@ -11,13 +11,16 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/core/test_turns.h"
 #include "daemon/store/sqlite/sqlite_store.h"
 #include "daemon/util/temp_dir.h"
@@ -183,6 +186,47 @@ inline std::vector<StoreWrite> TurnUnit(const LaneKey& key,
       MakeUsage(key, request_id, time_us + kSecond, Usage(40000, 2000, 500)));
   unit.push_back(std::move(classification));
   return unit;
+}
+
+// Writes turn r0 (cold start) and turn r1 (a break against r0) of `key`;
+// returns r1's break.
+inline v1::PromptCacheBreak WriteBrokenPair(RecordStore& store,
+                                            const LaneKey& key) {
+  EXPECT_TRUE(
+      store
+          .Write(TurnUnit(key, "r0", kT0,
+                          Classified(key, "r0", v1::VERDICT_COLD_START)))
+          .ok());
+  const v1::PromptCacheBreak event =
+      FullBreak(key, "r0", "r1", kT0 + 60 * kSecond);
+  EXPECT_TRUE(
+      store.Write(TurnUnit(key, "r1", kT0 + 60 * kSecond, BreakWrite(event)))
+          .ok());
+  return event;
+}
+
+// Writes `turns` whole classified turns (TurnUnit) to each of `lanes` lanes
+// (sessions s0, s1, ...), each lane from a thread of its own, all at once;
+// returns how many writes failed.
+inline int WriteLanesConcurrently(RecordStore& store, int lanes, int turns) {
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < lanes; ++t) {
+    threads.emplace_back([&store, &failures, t, turns] {
+      const LaneKey key = Key(absl::StrCat("s", t));
+      for (int i = 0; i < turns; ++i) {
+        const std::string id = absl::StrCat("r", i);
+        if (!store
+                 .Write(TurnUnit(key, id, kT0 + i * kSecond,
+                                 Classified(key, id, v1::VERDICT_OK)))
+                 .ok()) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return failures.load();
 }
 
 // A fresh directory per test, removed afterwards.

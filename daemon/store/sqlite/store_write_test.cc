@@ -6,7 +6,6 @@
 // SQLite file in a fresh directory.
 #include <sys/stat.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -20,21 +19,6 @@
 
 namespace cachewatch::testing {
 namespace {
-
-// Writes turn r0 (cold start) and turn r1 (a break against r0) of `key`.
-v1::PromptCacheBreak WriteBrokenPair(SqliteStore& store, const LaneKey& key) {
-  EXPECT_TRUE(
-      store
-          .Write(TurnUnit(key, "r0", kT0,
-                          Classified(key, "r0", v1::VERDICT_COLD_START)))
-          .ok());
-  const v1::PromptCacheBreak event =
-      FullBreak(key, "r0", "r1", kT0 + 60 * kSecond);
-  EXPECT_TRUE(
-      store.Write(TurnUnit(key, "r1", kT0 + 60 * kSecond, BreakWrite(event)))
-          .ok());
-  return event;
-}
 
 // The snapshot's JSON columns, read with SQLite's JSON functions (the
 // conformance suite checks the portable columns on both stores).
@@ -79,30 +63,15 @@ TEST_F(StoreTest, GroupCommitDelayBatchesConcurrentWrites) {
   std::unique_ptr<SqliteStore> store = OpenStore(options);
   constexpr int kThreads = 8;
   constexpr int kWritesPerThread = 500;
-  std::atomic<int> failures{0};
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&store, &failures, t] {
-      const LaneKey key = Key(absl::StrCat("s", t));
-      for (int i = 0; i < kWritesPerThread; ++i) {
-        const std::string request_id = absl::StrCat("r", i);
-        if (!store
-                 ->Write(TurnUnit(key, request_id, kT0 + i * kSecond,
-                                  Classified(key, request_id, v1::VERDICT_OK)))
-                 .ok()) {
-          ++failures;
-        }
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
+  const int failures =
+      WriteLanesConcurrently(*store, kThreads, kWritesPerThread);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
 
   constexpr int kWrites = kThreads * kWritesPerThread;
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(failures, 0);
   EXPECT_EQ(CountRows("turns"), kWrites);
   EXPECT_EQ(QueryInt("SELECT count(*) FROM turns WHERE snapshot_received = 1 "
                      "AND usage_received = 1 AND verdict = 'ok'"),
