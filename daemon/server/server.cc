@@ -186,6 +186,7 @@ int RunServer(const Config& config, const std::string& version) {
   if (IsPostgresUrl(config.store_url)) {
     PostgresStoreOptions options;
     options.url = config.store_url;
+    options.timeout = std::chrono::milliseconds(config.store_timeout_ms);
     options.max_batch_delay = config.store.max_batch_delay;
     options.max_batch_records = config.store.max_batch_records;
     options.max_queued_records = config.store.max_queued_records;
