@@ -88,7 +88,7 @@ class GroupCommitQueue {
 
   // For maintenance that should let queued writes go first: returns at once
   // when nothing is queued or the queue is closed, else once a batch has
-  // finished (committed or failed).
+  // finished (committed or failed) since the call.
   void WaitForQueuedBatch();
 
   // The cause of the last failed commit is known to be gone (e.g. the
@@ -118,7 +118,8 @@ class GroupCommitQueue {
   // std::mutex rather than absl::Mutex: ThreadSanitizer sees through it
   // (Debian's abseil is not instrumented).
   mutable std::mutex mu_;
-  // Notified whenever the queue, `committing_` or `closing_` changes.
+  // Notified when a write is queued, a batch is answered or Close() is
+  // called (not when a leader takes a batch: no waiter needs that).
   std::condition_variable changed_;
   std::deque<PendingWrite*> queue_;  // Guarded by mu_.
   size_t queued_records_ = 0;        // Guarded by mu_.
