@@ -39,6 +39,7 @@ PipelineOptions PipelineOptionsFrom(const Config& config) {
   options.limits = config.limits;
   options.shards = config.tracker_shards;
   options.retention_us = config.retention_hours * 3600 * 1'000'000;
+  options.max_records_per_write = config.store.max_batch_records;
   return options;
 }
 
