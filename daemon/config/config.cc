@@ -176,6 +176,11 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
   Add(app, "store", config.store_url,
       "PostgreSQL URL (postgresql://user@host:5432/db) of a store shared by "
       "several daemons, instead of SQLite at --db-path (docs/FLEET.md)");
+  Add(app, "store-timeout-ms", config.store_timeout_ms,
+      "PostgreSQL store: a statement running longer is canceled by the "
+      "server and its records refused with UNAVAILABLE (clients retry); a "
+      "server silent for this long plus 1 s counts as unreachable")
+      ->check(CLI::PositiveNumber);
   Add(app, "retention-hours", config.retention_hours,
       "Delete turns and breaks older than this; 0 keeps everything")
       ->check(CLI::NonNegativeNumber);

@@ -27,6 +27,9 @@ struct Config {
   // A PostgreSQL URL (postgres:// or postgresql://): the store shared by a
   // fleet of daemons (docs/FLEET.md); empty: SQLite at store.path.
   std::string store_url;
+  // The PostgreSQL store's statement timeout (PostgresStoreOptions::timeout),
+  // in milliseconds.
+  int64_t store_timeout_ms = 10000;
   ClassifierOptions classifier;             // thresholds, TTLs, prices
   TrackerOptions tracker;                   // lanes, timeouts
   ValidationLimits limits;                  // tools, names, times

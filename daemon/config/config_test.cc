@@ -198,6 +198,33 @@ TEST(ConfigTest, AnEmptyValueOfAFlagThatNeedsOneIsAnErrorNamingIt) {
   }
 }
 
+// The PostgreSQL statement timeout, in milliseconds from every source; a
+// value that is not a positive number is an error naming the flag.
+TEST(ConfigTest, StoreTimeoutIsMillisecondsAndPositive) {
+  EXPECT_EQ(MustParse({}).store_timeout_ms, 10000);
+  EXPECT_EQ(MustParse({"--store-timeout-ms", "250"}).store_timeout_ms, 250);
+  const std::string path =
+      WriteFile("cachewatch-store-timeout.yaml", "store-timeout-ms: 30000\n");
+  EXPECT_EQ(MustParse({"--config", path}).store_timeout_ms, 30000);
+  setenv("CACHEWATCH_STORE_TIMEOUT_MS", "1500", 1);
+  EXPECT_EQ(MustParse({"--config", path}).store_timeout_ms, 1500);
+  unsetenv("CACHEWATCH_STORE_TIMEOUT_MS");
+  for (const char* bad : {"0", "-5", "5s", "soon", ""}) {
+    auto parsed = Parse({"--store-timeout-ms", bad});
+    ASSERT_TRUE(std::holds_alternative<ConfigExit>(parsed)) << bad;
+    const ConfigExit& exit = std::get<ConfigExit>(parsed);
+    EXPECT_NE(exit.exit_code, 0) << bad;
+    EXPECT_NE(exit.message.find("--store-timeout-ms"), std::string::npos)
+        << bad << ": " << exit.message;
+  }
+  auto help = Parse({"--help"});
+  ASSERT_TRUE(std::holds_alternative<ConfigExit>(help));
+  EXPECT_NE(std::get<ConfigExit>(help).message.find(
+                "--store-timeout-ms INT:POSITIVE=10000 "),
+            std::string::npos)
+      << std::get<ConfigExit>(help).message;
+}
+
 TEST(ConfigTest, ProxyIsOffByDefaultAndSetByFlagsOrYaml) {
   EXPECT_EQ(MustParse({}).proxy.listen, "");
   const Config flags = MustParse(

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/time_util.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iterator>
 #include <string>
@@ -84,15 +85,15 @@ absl::StatusOr<size_t> IngestPipeline::RestoreLanes() {
         shard.tracker->Restore(lane.key, std::move(stored->state), now);
     std::move(restored.begin(), restored.end(), std::back_inserter(released));
   }
-  if (!released.empty()) {
+  for (std::vector<ClassifiedTurn>& part : SplitForWrites(released)) {
     std::vector<StoreWrite> writes;
-    AddClassifications(released, writes);
+    AddClassifications(part, writes);
     if (absl::Status written = store_->Write(std::move(writes));
         !written.ok()) {
       DropStaleLanes(written);
       return written;
     }
-    Export(released);
+    Export(part);
   }
   return recent.size();
 }
@@ -140,6 +141,19 @@ absl::Status IngestPipeline::Track(
     }
     asked_store = true;
   }
+}
+
+std::vector<std::vector<ClassifiedTurn>> IngestPipeline::SplitForWrites(
+    std::vector<ClassifiedTurn>& turns) const {
+  // One record (its classification) per turn.
+  const size_t size = std::max<size_t>(1, options_.max_records_per_write);
+  std::vector<std::vector<ClassifiedTurn>> parts;
+  for (size_t begin = 0; begin < turns.size(); begin += size) {
+    const size_t end = std::min(turns.size(), begin + size);
+    parts.emplace_back(std::make_move_iterator(turns.begin() + begin),
+                       std::make_move_iterator(turns.begin() + end));
+  }
+  return parts;
 }
 
 void IngestPipeline::AddClassifications(
@@ -307,19 +321,19 @@ void IngestPipeline::Maintain() {
       std::lock_guard<std::mutex> lock(shard->mutex);
       released = shard->tracker->Expire(now);
     }
-    if (released.empty()) continue;
-    std::vector<StoreWrite> writes;
-    AddClassifications(released, writes);
-    // Released turns not stored now stay pending in the store; their
-    // records themselves are durable already.
-    const absl::Status stored = store_->Write(std::move(writes));
-    DropStaleLanes(stored);
-    if (stored.ok()) {
-      Export(released);
-    } else {
-      Log(LogLevel::kWarn, "could not store expired turns' classifications",
-          {{"turns", released.size()},
-           {"error", std::string(stored.message())}});
+    for (std::vector<ClassifiedTurn>& part : SplitForWrites(released)) {
+      std::vector<StoreWrite> writes;
+      AddClassifications(part, writes);
+      // Released turns not stored now stay pending in the store; their
+      // records themselves are durable already.
+      const absl::Status stored = store_->Write(std::move(writes));
+      DropStaleLanes(stored);
+      if (stored.ok()) {
+        Export(part);
+      } else {
+        Log(LogLevel::kWarn, "could not store expired turns' classifications",
+            {{"turns", part.size()}, {"error", std::string(stored.message())}});
+      }
     }
   }
   telemetry_->SetActiveLanes(lane_count());

@@ -67,6 +67,12 @@ struct PipelineOptions {
   // others are read from the store when their next record comes).
   // Default 1 hour (the longest common TTL).
   int64_t restore_window_us = 3600LL * 1'000'000;
+  // The classifications the pipeline releases itself (Maintain(): usages
+  // whose snapshot never came; lanes restored on start) are written in
+  // Write()s of at most
+  // this many records, so that no commit outgrows the store's batch bound
+  // (StoreOptions::max_batch_records). Default 1000.
+  size_t max_records_per_write = 1000;
 };
 
 // One record on its way through the pipeline.
@@ -144,6 +150,9 @@ class IngestPipeline {
   void Export(const std::vector<ClassifiedTurn>& classified);
   static void AddClassifications(const std::vector<ClassifiedTurn>& classified,
                                  std::vector<StoreWrite>& writes);
+  // `turns` (moved from) in parts of at most max_records_per_write turns.
+  std::vector<std::vector<ClassifiedTurn>> SplitForWrites(
+      std::vector<ClassifiedTurn>& turns) const;
 
   const PipelineOptions options_;
   RecordStore* const store_;

@@ -51,6 +51,7 @@ class FakeStore final : public RecordStore {
     if (on_write) on_write();
     std::lock_guard<std::mutex> lock(mutex);
     ++write_calls;
+    write_sizes.push_back(writes.size());
     if (status.ok()) {
       for (StoreWrite& write : writes) written.push_back(std::move(write));
     }
@@ -76,6 +77,7 @@ class FakeStore final : public RecordStore {
   std::function<void()> on_write;
   std::mutex mutex;
   int write_calls = 0;              // Guarded by mutex.
+  std::vector<size_t> write_sizes;  // Records of each call; guarded by mutex.
   std::vector<StoreWrite> written;  // Guarded by mutex.
 };
 
@@ -257,6 +259,41 @@ TEST_F(PipelineSeamsTest, ABlockedExporterDoesNotStallIngest) {
   slow->Flush();
   EXPECT_EQ(slow->failed_batches(), 0);
   slow.reset();
+}
+
+// A clock the test moves.
+class SettableClock : public Clock {
+ public:
+  int64_t NowMicros() const override { return now.load(); }
+  std::atomic<int64_t> now{kT0 + 3600 * kSecond};
+};
+
+// The turns Maintain() classifies itself (usages whose snapshot never came)
+// are written in parts of at most max_records_per_write records (a commit's
+// work stays bounded), each committed, then exported.
+TEST(PipelineMaintenanceTest, ExpiredTurnsAreWrittenInBoundedParts) {
+  FakeStore store;
+  RecordingExporter exporter;
+  Telemetry telemetry{std::make_shared<prometheus::Registry>(), "test"};
+  SettableClock clock;
+  PipelineOptions options;
+  options.shards = 1;
+  options.max_records_per_write = 2;
+  IngestPipeline pipeline(options, &store, &exporter, &telemetry, &clock);
+  for (int i = 0; i < 5; ++i) {
+    v1::Usage usage =
+        UsageRecord("r" + std::to_string(i), 10 + i, Usage(0, 20000, 50));
+    usage.set_session_id("s" + std::to_string(i));
+    ProcessedRecord record = pipeline.ProcessUsage(usage);
+    pipeline.Commit({&record});
+    ASSERT_TRUE(record.status.ok()) << record.status;
+  }
+  ASSERT_TRUE(exporter.request_ids().empty());  // Waiting for snapshots.
+  store.write_sizes.clear();
+  clock.now += options.tracker.usage_grace_us + kSecond;
+  pipeline.Maintain();
+  EXPECT_THAT(store.write_sizes, ::testing::ElementsAre(2u, 2u, 1u));
+  EXPECT_EQ(exporter.request_ids().size(), 5u);
 }
 
 constexpr int kThreads = 4;

@@ -39,6 +39,7 @@ PipelineOptions PipelineOptionsFrom(const Config& config) {
   options.limits = config.limits;
   options.shards = config.tracker_shards;
   options.retention_us = config.retention_hours * 3600 * 1'000'000;
+  options.max_records_per_write = config.store.max_batch_records;
   return options;
 }
 
@@ -186,6 +187,7 @@ int RunServer(const Config& config, const std::string& version) {
   if (IsPostgresUrl(config.store_url)) {
     PostgresStoreOptions options;
     options.url = config.store_url;
+    options.timeout = std::chrono::milliseconds(config.store_timeout_ms);
     options.max_batch_delay = config.store.max_batch_delay;
     options.max_batch_records = config.store.max_batch_records;
     options.max_queued_records = config.store.max_queued_records;

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -17,6 +18,8 @@ using Clock = std::chrono::steady_clock;
 
 // The payload key under which a status carries its SQLSTATE.
 constexpr const char* kSqlStatePayload = "cachewatch/sqlstate";
+// query_canceled: statement_timeout, or a cancel request.
+constexpr char kQueryCanceled[] = "57014";
 
 bool IsUnavailableState(std::string_view state) {
   // 08: connection exception; 57P: operator intervention (shutdown, cannot
@@ -171,6 +174,19 @@ absl::StatusOr<std::unique_ptr<PgConnection>> PgConnection::Connect(
     return absl::UnavailableError(
         absl::StrCat("cannot connect to PostgreSQL: ", message));
   }
+  // statement_timeout: the server cancels a statement that runs past the
+  // timeout itself, rolling its transaction back, before the client gives
+  // up on the answer.
+  const std::string set_timeout = absl::StrCat(
+      "SET statement_timeout = ", std::max<int64_t>(1, timeout.count()));
+  PGresult* set = PQexec(conn, set_timeout.c_str());
+  if (PQresultStatus(set) != PGRES_COMMAND_OK) {
+    absl::Status status = PgResultStatus(set, "cannot set statement_timeout");
+    PQclear(set);
+    PQfinish(conn);
+    return status;
+  }
+  PQclear(set);
   if (PQsetnonblocking(conn, 1) != 0) {
     PQfinish(conn);
     return absl::InternalError("PostgreSQL: cannot set non-blocking mode");
@@ -192,6 +208,17 @@ absl::Status PgConnection::Error(std::string_view what) {
       absl::StrCat("PostgreSQL ", std::string(what), ": ", message));
 }
 
+absl::Status PgConnection::ResultError(const PGresult* result,
+                                       std::string_view what) {
+  absl::Status status = PgResultStatus(result, what);
+  if (SqlState(status) != kQueryCanceled) return status;
+  absl::Status timed_out = absl::UnavailableError(
+      absl::StrCat(status.message(), " (longer than the store timeout of ",
+                   timeout_.count(), " ms)"));
+  timed_out.SetPayload(kSqlStatePayload, absl::Cord(kQueryCanceled));
+  return timed_out;
+}
+
 absl::Status PgConnection::Wait(bool write, Clock::time_point deadline) {
   pollfd fd{PQsocket(conn_), static_cast<short>(POLLIN | (write ? POLLOUT : 0)),
             0};
@@ -202,7 +229,9 @@ absl::Status PgConnection::Wait(bool write, Clock::time_point deadline) {
     if (left.count() <= 0) {
       // The connection's state is unknown now: it must be replaced.
       broken_ = true;
-      return absl::UnavailableError("PostgreSQL did not answer in time");
+      return absl::UnavailableError(absl::StrCat(
+          "PostgreSQL did not answer within the store timeout (",
+          timeout_.count(), " ms, plus ", kPgAnswerGrace.count(), " ms)"));
     }
     const int ready = poll(&fd, 1, static_cast<int>(left.count()));
     if (ready > 0) return absl::OkStatus();
@@ -230,7 +259,7 @@ absl::StatusOr<PGresult*> PgConnection::NextResult(Clock::time_point deadline) {
 
 absl::StatusOr<PgResult> PgConnection::Finish(bool sent) {
   if (!sent) return Error("send failed");
-  const Clock::time_point deadline = Clock::now() + timeout_;
+  const Clock::time_point deadline = Clock::now() + timeout_ + kPgAnswerGrace;
   CACHEWATCH_RETURN_IF_ERROR(Flush(deadline));
   PgResult last;
   absl::Status status;
@@ -240,7 +269,7 @@ absl::StatusOr<PgResult> PgConnection::Finish(bool sent) {
     if (*result == nullptr) break;
     const ExecStatusType type = PQresultStatus(*result);
     if (status.ok() && type != PGRES_COMMAND_OK && type != PGRES_TUPLES_OK) {
-      status = PgResultStatus(*result, "query failed");
+      status = ResultError(*result, "query failed");
     }
     last = PgResult(*result);
   }
@@ -294,7 +323,7 @@ absl::StatusOr<PgResult> PgConnection::Prepared(const std::string& name,
 absl::StatusOr<std::vector<PgResult>> PgConnection::RunPipeline(
     const std::vector<PgPipelineStep>& steps) {
   if (PQenterPipelineMode(conn_) != 1) return Error("cannot enter pipeline");
-  const Clock::time_point deadline = Clock::now() + timeout_;
+  const Clock::time_point deadline = Clock::now() + timeout_ + kPgAnswerGrace;
   std::vector<const char*> values;
   std::vector<int> lengths;
   for (const PgPipelineStep& step : steps) {
@@ -326,7 +355,7 @@ absl::StatusOr<std::vector<PgResult>> PgConnection::RunPipeline(
     const ExecStatusType type = PQresultStatus(*result);
     if (status.ok() && type != PGRES_COMMAND_OK && type != PGRES_TUPLES_OK &&
         type != PGRES_PIPELINE_ABORTED) {
-      status = PgResultStatus(
+      status = ResultError(
           *result, absl::StrCat("statement ", steps[i].statement, " failed"));
     }
     results.emplace_back(*result);

@@ -8,8 +8,11 @@
 // caller may retry once it is back); anything else the server refuses is
 // Internal, naming the SQLSTATE and the server's message.
 //
-// Every I/O waits at most the connection's timeout (a server that stops
-// answering is Unavailable, not a hang).
+// The connection's timeout bounds every statement: the server cancels one
+// that runs longer (statement_timeout, rolling its transaction back), and
+// the call answers Unavailable naming the timeout. A server that sends
+// nothing for the timeout plus kPgAnswerGrace is given up on (Unavailable,
+// not a hang; the connection must then be replaced).
 //
 // Not thread-safe: one thread uses a PgConnection at a time (PgPool hands
 // connections out). PgResult, PgParams and PgRow are plain values.
@@ -31,6 +34,10 @@
 #include "absl/status/statusor.h"
 
 namespace cachewatch {
+
+// How much longer than its timeout a connection waits for an answer: the
+// server's own cancellation (statement_timeout) reaches the client first.
+inline constexpr std::chrono::milliseconds kPgAnswerGrace{1000};
 
 // The parameters of one statement, $1, $2, ... in the order added.
 class PgParams {
@@ -88,8 +95,9 @@ struct PgPipelineStep {
 
 class PgConnection {
  public:
-  // Connects to `conninfo` (a postgres:// URL or key=value string). Every
-  // later I/O gives up after `timeout`.
+  // Connects to `conninfo` (a postgres:// URL or key=value string) and sets
+  // the session's statement_timeout to `timeout` (at least 1 ms); every
+  // later round trip gives up after `timeout` + kPgAnswerGrace.
   static absl::StatusOr<std::unique_ptr<PgConnection>> Connect(
       const std::string& conninfo, std::chrono::milliseconds timeout);
 
@@ -136,6 +144,9 @@ class PgConnection {
   // Sends a query and collects its single result.
   absl::StatusOr<PgResult> Finish(bool sent);
   absl::Status Error(std::string_view what);
+  // PgResultStatus, naming the timeout when the server canceled the
+  // statement for running past it.
+  absl::Status ResultError(const PGresult* result, std::string_view what);
 
   PGconn* conn_;
   const std::chrono::milliseconds timeout_;

@@ -59,6 +59,14 @@ constexpr size_t kMaxSeenLanes = size_t{1} << 22;
 // deadlock.
 constexpr int kMaxClaimAttempts = 4;
 
+GroupCommitOptions GroupCommitOf(const PostgresStoreOptions& options) {
+  GroupCommitOptions group;
+  group.max_batch_delay = options.max_batch_delay;
+  group.max_batch_records = options.max_batch_records;
+  group.max_queued_records = options.max_queued_records;
+  return group;
+}
+
 // A random id for this store's claims.
 std::string NewWriterId() {
   std::random_device random;
@@ -461,13 +469,6 @@ bool IsPostgresUrl(std::string_view store) {
   return store.starts_with("postgres://") || store.starts_with("postgresql://");
 }
 
-struct PostgresStore::PendingWrite {
-  std::vector<StoreWrite> writes;
-  std::chrono::steady_clock::time_point enqueued;
-  absl::Status status;
-  bool done = false;
-};
-
 absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
     const PostgresStoreOptions& options) {
   auto writer =
@@ -501,7 +502,11 @@ PostgresStore::PostgresStore(const PostgresStoreOptions& options,
     : options_(options),
       writer_(std::move(writer)),
       readers_(std::move(readers)),
-      writer_id_(NewWriterId()) {}
+      writer_id_(NewWriterId()),
+      queue_(GroupCommitOf(options),
+             [this](std::vector<GroupCommitQueue::Unit>& batch) {
+               return CommitBatch(batch);
+             }) {}
 
 void PostgresStore::NoteSeen(int64_t lane, int64_t write_seq) {
   std::lock_guard<std::mutex> lock(seen_mu_);
@@ -522,20 +527,21 @@ std::optional<int64_t> PostgresStore::SeenFor(int64_t lane) {
 }
 
 PostgresStore::~PostgresStore() {
+  queue_.Close();
   {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    closing_ = true;
-    queue_changed_.notify_all();
+    std::lock_guard<std::mutex> lock(probe_mu_);
+    stopping_ = true;
+    probe_changed_.notify_all();
   }
   if (prober_.joinable()) prober_.join();
 }
 
 void PostgresStore::ProbeLoop() {
-  std::unique_lock<std::mutex> lock(queue_mu_);
-  while (!closing_) {
-    queue_changed_.wait_for(lock, options_.probe_interval,
-                            [this] { return closing_; });
-    if (closing_) break;
+  std::unique_lock<std::mutex> lock(probe_mu_);
+  while (!stopping_) {
+    probe_changed_.wait_for(lock, options_.probe_interval,
+                            [this] { return stopping_; });
+    if (stopping_) break;
     lock.unlock();
     absl::Status status;
     {
@@ -549,63 +555,12 @@ void PostgresStore::ProbeLoop() {
     probe_error_ = status.ok() ? std::string() : status.ToString();
     // The server is back: a commit that failed for want of it no longer
     // speaks for the store's health; the next Write() will tell.
-    if (reachable_ && !was_reachable) stats_.last_commit_failed = false;
+    if (reachable_ && !was_reachable) queue_.ForgetLastFailure();
   }
 }
 
 absl::Status PostgresStore::Write(std::vector<StoreWrite> writes) {
-  if (writes.empty()) return absl::OkStatus();
-  const size_t records = writes.size();
-  PendingWrite pending;
-  pending.writes = std::move(writes);
-  std::vector<PendingWrite*> batch;
-  {
-    std::unique_lock<std::mutex> lock(queue_mu_);
-    if (closing_) return absl::UnavailableError("store is closing");
-    if (queued_records_ + records > options_.max_queued_records) {
-      stats_.rejected_records += static_cast<int64_t>(records);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "store queue full: ", queued_records_, " records waiting, limit ",
-          options_.max_queued_records));
-    }
-    pending.enqueued = std::chrono::steady_clock::now();
-    queue_.push_back(&pending);
-    queued_records_ += records;
-    queue_changed_.notify_all();
-    queue_changed_.wait(lock, [this, &pending] {
-      return pending.done || (!committing_ && queue_.front() == &pending);
-    });
-    if (pending.done) return pending.status;
-    batch = TakeBatch(lock);
-  }
-  CommitBatch(batch);
-  return pending.status;
-}
-
-bool PostgresStore::BatchFull() const {
-  return closing_ || queued_records_ >= std::min(options_.max_batch_records,
-                                                 options_.max_queued_records);
-}
-
-std::vector<PostgresStore::PendingWrite*> PostgresStore::TakeBatch(
-    std::unique_lock<std::mutex>& lock) {
-  committing_ = true;
-  if (options_.max_batch_delay.count() > 0) {
-    queue_changed_.wait_until(
-        lock, queue_.front()->enqueued + options_.max_batch_delay,
-        [this] { return BatchFull(); });
-  }
-  std::vector<PendingWrite*> batch;
-  size_t records = 0;
-  while (!queue_.empty()) {
-    const size_t next = queue_.front()->writes.size();
-    if (!batch.empty() && records + next > options_.max_batch_records) break;
-    batch.push_back(queue_.front());
-    queue_.pop_front();
-    records += next;
-  }
-  queued_records_ -= records;
-  return batch;
+  return queue_.Write(std::move(writes));
 }
 
 absl::Status PostgresStore::EnsurePartitions(PgConnection& connection,
@@ -652,22 +607,27 @@ absl::Status PostgresStore::CommitUnits(
   return absl::OkStatus();
 }
 
-void PostgresStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
+absl::Status PostgresStore::CommitBatch(
+    std::vector<GroupCommitQueue::Unit>& batch) {
   if (options_.before_commit) {
     size_t records = 0;
-    for (const PendingWrite* pending : batch) records += pending->writes.size();
+    for (const GroupCommitQueue::Unit& unit : batch) {
+      records += unit.writes->size();
+    }
     options_.before_commit(records);
   }
   const absl::Time start = absl::Now();
   // The units still to commit: those whose lanes were found stale leave,
   // with their own status, and the rest is tried again.
-  std::vector<PendingWrite*> active = batch;
+  std::vector<GroupCommitQueue::Unit*> active;
+  for (GroupCommitQueue::Unit& unit : batch) active.push_back(&unit);
   absl::Status status;
   for (int attempt = 1; !active.empty(); ++attempt) {
     std::vector<const std::vector<StoreWrite>*> units;
     units.reserve(active.size());
-    for (const PendingWrite* pending : active)
-      units.push_back(&pending->writes);
+    for (const GroupCommitQueue::Unit* pending : active) {
+      units.push_back(pending->writes);
+    }
     std::vector<LaneKey> claimed;
     status = CommitUnits(units, absl::ToUnixMicros(start), claimed);
     if (SqlState(status) == "23514") {
@@ -691,11 +651,11 @@ void PostgresStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
       }
     }
     if (stale.empty()) break;  // Not a claim failure this build made.
-    std::vector<PendingWrite*> remaining;
-    for (PendingWrite* pending : active) {
+    std::vector<GroupCommitQueue::Unit*> remaining;
+    for (GroupCommitQueue::Unit* pending : active) {
       std::vector<LaneKey> lanes;
       std::set<int64_t> named;
-      for (const StoreWrite& write : pending->writes) {
+      for (const StoreWrite& write : *pending->writes) {
         const LaneKey& key = std::visit(
             [](const auto& record) -> const LaneKey& { return record.key; },
             write);
@@ -707,7 +667,7 @@ void PostgresStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
       if (lanes.empty()) {
         remaining.push_back(pending);
       } else {
-        pending->status = StaleLanesError(lanes);
+        pending->refused = StaleLanesError(lanes);
       }
     }
     active = std::move(remaining);
@@ -718,32 +678,12 @@ void PostgresStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
         "lane claims kept conflicting with other daemons' writes; retry");
   }
 
-  int64_t records = 0;
-  for (const PendingWrite* pending : active) {
-    records += static_cast<int64_t>(pending->writes.size());
-  }
-  std::lock_guard<std::mutex> lock(queue_mu_);
-  if (status.ok()) {
-    if (!active.empty()) ++stats_.commits;
-    stats_.committed_records += records;
-    reachable_ = true;  // A commit is proof enough.
+  if (status.ok()) {  // A commit is proof enough that the server is back.
+    std::lock_guard<std::mutex> lock(probe_mu_);
+    reachable_ = true;
     probe_error_.clear();
-  } else {
-    ++stats_.failed_commits;
-    stats_.last_error = status.ToString();
   }
-  stats_.last_commit_failed = !status.ok();
-  ++finished_batches_;
-  for (PendingWrite* pending : active) {
-    // A status of its own for each caller (not a copy sharing one
-    // reference-counted error across threads).
-    pending->status = status.ok()
-                          ? absl::OkStatus()
-                          : absl::Status(status.code(), status.message());
-  }
-  for (PendingWrite* pending : batch) pending->done = true;
-  committing_ = false;
-  queue_changed_.notify_all();
+  return status;
 }
 
 absl::StatusOr<int64_t> PostgresStore::DeleteOlderThan(int64_t cutoff_us) {
@@ -829,15 +769,11 @@ absl::Status PostgresStore::ProbeWritable() {
       absl::StrCat("PostgreSQL cannot write: ", status.message()));
 }
 
-size_t PostgresStore::queued_records() const {
-  std::lock_guard<std::mutex> lock(queue_mu_);
-  return queued_records_;
-}
+size_t PostgresStore::queued_records() const { return queue_.queued_records(); }
 
 StoreStats PostgresStore::stats() const {
-  std::lock_guard<std::mutex> lock(queue_mu_);
-  StoreStats stats = stats_;
-  stats.queued_records = queued_records_;
+  StoreStats stats = queue_.stats();
+  std::lock_guard<std::mutex> lock(probe_mu_);
   if (!reachable_) {
     stats.last_commit_failed = true;
     stats.last_error = probe_error_;

@@ -1,7 +1,8 @@
 // PostgresStore: the durable store on a PostgreSQL server that several
 // daemons may share (docs/FLEET.md). Same contract as the SQLite store
-// (daemon/store/store.h): writes are group-committed (leader/follower, one
-// transaction per batch) and Write() returns once its records are committed
+// (daemon/store/record_store.h): writes are group-committed (leader/
+// follower, one transaction per batch: group_commit_queue.h) and Write()
+// returns once its records are committed
 // with synchronous_commit on; writes are idempotent per (lane key, request
 // id, kind); queries see every write whose Write() has returned; the schema
 // (pg_schema.h) has the SQLite store's tables and column names, so the
@@ -37,7 +38,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -54,6 +54,7 @@
 #include "cachewatch/v1/service.pb.h"
 #include "daemon/core/turn.h"
 #include "daemon/store/break_queries.h"
+#include "daemon/store/group_commit_queue.h"
 #include "daemon/store/postgres/pg_pool.h"
 #include "daemon/store/record.h"
 #include "daemon/store/record_store.h"
@@ -65,12 +66,16 @@ struct PostgresStoreOptions {
   std::string url;
   // Connections for queries (the writer has one of its own). Default 4.
   size_t query_connections = 4;
-  // Every round trip gives up after this long (the server is then treated
-  // as unreachable). Default 5 s.
-  std::chrono::milliseconds timeout{5000};
+  // The statement timeout (the daemon's --store-timeout-ms): the server
+  // cancels a statement running longer (statement_timeout; its transaction
+  // rolls back and the Write() answers Unavailable naming the timeout), and
+  // a round trip without an answer for this long plus kPgAnswerGrace treats
+  // the server as unreachable. A 1000-record commit took 0.3-2.3 s on a
+  // 2-core machine at load 11 (docs/FLEET.md). Default 10 s.
+  std::chrono::milliseconds timeout{10000};
   // How often the prober checks the server. Default 1 s.
   std::chrono::milliseconds probe_interval{1000};
-  // Group commit, as StoreOptions. Defaults 0, 1000, 100,000.
+  // Group commit, as GroupCommitOptions. Defaults 0, 1000, 100,000.
   std::chrono::microseconds max_batch_delay{0};
   size_t max_batch_records = 1000;
   size_t max_queued_records = 100000;
@@ -133,18 +138,13 @@ class PostgresStore final : public RecordStore, public BreakQueries {
   StoreStats stats() const override;
 
  private:
-  struct PendingWrite;
-
   PostgresStore(const PostgresStoreOptions& options,
                 std::unique_ptr<PgPool> writer,
                 std::unique_ptr<PgPool> readers);
 
-  // Requires queue_mu_ (held through `lock`).
-  std::vector<PendingWrite*> TakeBatch(std::unique_lock<std::mutex>& lock);
-  // Called without queue_mu_ held.
-  void CommitBatch(const std::vector<PendingWrite*>& batch);
-  // Requires queue_mu_.
-  bool BatchFull() const;
+  // The queue's Committer: commits the batch on the writer connection, on
+  // the leader's thread; units of stale lanes are refused (StaleLanesError).
+  absl::Status CommitBatch(std::vector<GroupCommitQueue::Unit>& batch);
   // One attempt at committing `units` on the writer connection.
   // `claimed`: the batch's lanes in the order of their claim.
   absl::Status CommitUnits(
@@ -164,17 +164,15 @@ class PostgresStore final : public RecordStore, public BreakQueries {
   const std::unique_ptr<PgPool> writer_;
   const std::unique_ptr<PgPool> readers_;
 
-  mutable std::mutex queue_mu_;
-  std::condition_variable queue_changed_;
-  std::deque<PendingWrite*> queue_;  // Guarded by queue_mu_.
-  size_t queued_records_ = 0;        // Guarded by queue_mu_.
-  bool closing_ = false;             // Guarded by queue_mu_.
-  bool committing_ = false;          // Guarded by queue_mu_.
-  StoreStats stats_;                 // Guarded by queue_mu_.
-  int64_t finished_batches_ = 0;     // Guarded by queue_mu_.
-  // The prober's last answer: false while the server cannot be reached.
-  bool reachable_ = true;    // Guarded by queue_mu_.
-  std::string probe_error_;  // Guarded by queue_mu_.
+  // The prober's state. Held while taking the queue's lock (ProbeLoop),
+  // never taken under it.
+  mutable std::mutex probe_mu_;
+  std::condition_variable probe_changed_;  // Notified when stopping_ is set.
+  bool stopping_ = false;                  // Guarded by probe_mu_.
+  // The prober's last answer (or a commit's): false while the server cannot
+  // be reached.
+  bool reachable_ = true;    // Guarded by probe_mu_.
+  std::string probe_error_;  // Guarded by probe_mu_.
 
   // This store's id in lane_writers: random per Open.
   const std::string writer_id_;
@@ -186,6 +184,9 @@ class PostgresStore final : public RecordStore, public BreakQueries {
 
   std::mutex partitions_mu_;
   std::set<int64_t> known_days_;  // Guarded by partitions_mu_.
+
+  // After everything its commits use.
+  GroupCommitQueue queue_;
 
   std::thread prober_;  // Last: started once everything else is set up.
 };

@@ -1,7 +1,8 @@
 // The PostgreSQL store's own behaviour, on a real PostgreSQL 15 server
 // started by the test: day partitions created ahead and dropped by
 // retention, migrations, two stores (two daemons) writing the same turns,
-// and a server restart mid-run with nothing acknowledged lost.
+// a commit past the statement timeout, and a server restart mid-run with
+// nothing acknowledged lost.
 #include "daemon/store/postgres/postgres_store.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/store/postgres/pg_connection.h"
 #include "daemon/store/postgres/pg_schema.h"
 #include "daemon/store/sqlite/store_test_util.h"
 #include "daemon/store/stale_lanes.h"
@@ -273,6 +275,51 @@ TEST_F(PostgresStoreTest,
   EXPECT_TRUE(b->Write(TurnUnit(other, "o1", kT0 + kSecond,
                                 Classified(other, "o1", v1::VERDICT_OK)))
                   .ok());
+}
+
+// A commit running past the store's timeout (here: waiting for the lock of
+// its lane, which another session holds) is canceled by the server: the
+// Write() answers Unavailable naming the timeout, nothing of it is stored
+// or acknowledged, and the same write succeeds once the lock is free.
+TEST_F(PostgresStoreTest, ACommitPastTheTimeoutIsUnavailableAndStoresNothing) {
+  { auto migrated = Open(); }  // Schema and partitions at the usual timeout.
+  PostgresStoreOptions options = Options();
+  options.timeout = std::chrono::milliseconds(300);
+  absl::StatusOr<std::unique_ptr<PostgresStore>> opened =
+      PostgresStore::Open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  PostgresStore& store = **opened;
+  const LaneKey key = Key("locked");
+  absl::StatusOr<std::unique_ptr<PgConnection>> holder =
+      PgConnection::Connect(options.url, std::chrono::milliseconds(3000));
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_TRUE(
+      (*holder)
+          ->Exec(absl::StrCat("SELECT pg_advisory_lock(", PgLaneKey(key), ")"))
+          .ok());
+  auto turn = [&] {
+    return TurnUnit(key, "r0", kT0, Classified(key, "r0", v1::VERDICT_OK));
+  };
+  const absl::Status timed_out = store.Write(turn());
+  EXPECT_TRUE(absl::IsUnavailable(timed_out)) << timed_out;
+  EXPECT_NE(timed_out.message().find("statement timeout"), std::string::npos)
+      << timed_out;
+  EXPECT_NE(timed_out.message().find("store timeout of 300 ms"),
+            std::string::npos)
+      << timed_out;
+  StoreStats stats = store.stats();
+  EXPECT_EQ(stats.committed_records, 0);
+  EXPECT_EQ(stats.failed_commits, 1);
+  EXPECT_TRUE(stats.last_commit_failed);
+  ASSERT_TRUE((*holder)->Exec("SELECT pg_advisory_unlock_all()").ok());
+  EXPECT_EQ(Query("SELECT count(*) FROM turns"), 0);  // Rolled back.
+
+  const absl::Status retried = store.Write(turn());
+  EXPECT_TRUE(retried.ok()) << retried;
+  EXPECT_EQ(Query("SELECT count(*) FROM turns WHERE request_id = 'r0'"), 1);
+  stats = store.stats();
+  EXPECT_EQ(stats.committed_records, 3);
+  EXPECT_FALSE(stats.last_commit_failed);
 }
 
 // PostgreSQL stops and starts again under load: writes fail with

@@ -22,14 +22,15 @@ constexpr int kRetentionBatchRows = 1000;
 constexpr int kCheckpointPages = 1000;
 constexpr int kCommitCheckpointPages = 10000;
 
-}  // namespace
+GroupCommitOptions GroupCommitOf(const StoreOptions& options) {
+  GroupCommitOptions group;
+  group.max_batch_delay = options.max_batch_delay;
+  group.max_batch_records = options.max_batch_records;
+  group.max_queued_records = options.max_queued_records;
+  return group;
+}
 
-struct SqliteStore::PendingWrite {
-  std::vector<StoreWrite> writes;
-  std::chrono::steady_clock::time_point enqueued;
-  absl::Status status;  // Set by the writer together with `done`.
-  bool done = false;
-};
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     const StoreOptions& options) {
@@ -69,6 +70,10 @@ SqliteStore::SqliteStore(const StoreOptions& options,
                          std::unique_ptr<Checkpointer> checkpointer)
     : options_(options),
       writer_(std::move(writer)),
+      queue_(GroupCommitOf(options),
+             [this](std::vector<GroupCommitQueue::Unit>& batch) {
+               return CommitBatch(batch);
+             }),
       reader_(std::move(reader)),
       checkpointer_(std::move(checkpointer)) {
   for (std::unique_ptr<ReadConnection>& reader : lookups) {
@@ -91,104 +96,24 @@ auto SqliteStore::WithLookup(const Query& query) {
   return query(*lookup.reader);
 }
 
-SqliteStore::~SqliteStore() {
-  std::lock_guard<std::mutex> lock(queue_mu_);
-  closing_ = true;
-  queue_changed_.notify_all();
-}
+SqliteStore::~SqliteStore() = default;
 
 absl::Status SqliteStore::Write(std::vector<StoreWrite> writes) {
-  if (writes.empty()) return absl::OkStatus();
-  const size_t records = writes.size();
-  PendingWrite pending;
-  pending.writes = std::move(writes);
-  std::vector<PendingWrite*> batch;
-  {
-    std::unique_lock<std::mutex> lock(queue_mu_);
-    if (closing_) return absl::UnavailableError("store is closing");
-    if (queued_records_ + records > options_.max_queued_records) {
-      stats_.rejected_records += static_cast<int64_t>(records);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "store queue full: ", queued_records_, " records waiting, limit ",
-          options_.max_queued_records));
-    }
-    pending.enqueued = std::chrono::steady_clock::now();
-    queue_.push_back(&pending);
-    queued_records_ += records;
-    queue_changed_.notify_all();  // A leader may be waiting for a full batch.
-    // Either a leader commits this write, or this write becomes the leader:
-    // it is at the front of the queue and no commit is in flight.
-    queue_changed_.wait(lock, [this, &pending] {
-      return pending.done || (!committing_ && queue_.front() == &pending);
-    });
-    if (pending.done) return pending.status;
-    batch = TakeBatch(lock);
-  }
-  CommitBatch(batch);
-  return pending.status;
+  return queue_.Write(std::move(writes));
 }
 
-bool SqliteStore::BatchFull() const {
-  return closing_ || queued_records_ >= std::min(options_.max_batch_records,
-                                                 options_.max_queued_records);
-}
-
-std::vector<SqliteStore::PendingWrite*> SqliteStore::TakeBatch(
-    std::unique_lock<std::mutex>& lock) {
-  committing_ = true;
-  if (options_.max_batch_delay.count() > 0) {
-    queue_changed_.wait_until(
-        lock, queue_.front()->enqueued + options_.max_batch_delay,
-        [this] { return BatchFull(); });
-  }
-  std::vector<PendingWrite*> batch;
-  size_t records = 0;
-  while (!queue_.empty()) {
-    const size_t next = queue_.front()->writes.size();
-    if (!batch.empty() && records + next > options_.max_batch_records) break;
-    batch.push_back(queue_.front());
-    queue_.pop_front();
-    records += next;
-  }
-  queued_records_ -= records;
-  return batch;
-}
-
-void SqliteStore::CommitBatch(const std::vector<PendingWrite*>& batch) {
+absl::Status SqliteStore::CommitBatch(
+    std::vector<GroupCommitQueue::Unit>& batch) {
   std::vector<const std::vector<StoreWrite>*> units;
   units.reserve(batch.size());
-  int64_t records = 0;
-  for (const PendingWrite* pending : batch) {
-    units.push_back(&pending->writes);
-    records += static_cast<int64_t>(pending->writes.size());
+  size_t records = 0;
+  for (const GroupCommitQueue::Unit& unit : batch) {
+    units.push_back(unit.writes);
+    records += unit.writes->size();
   }
-  if (options_.before_commit) {
-    options_.before_commit(static_cast<size_t>(records));
-  }
-  absl::Status status;
-  {
-    std::lock_guard<std::mutex> lock(writer_mu_);
-    status = writer_->Commit(units, absl::ToUnixMicros(absl::Now()));
-  }
-
-  std::lock_guard<std::mutex> lock(queue_mu_);
-  if (status.ok()) {
-    ++stats_.commits;
-    stats_.committed_records += records;
-  } else {
-    ++stats_.failed_commits;
-    stats_.last_error = status.ToString();
-  }
-  stats_.last_commit_failed = !status.ok();
-  ++finished_batches_;
-  // Once `done` is set a follower may return and free its PendingWrite; the
-  // next write at the front of the queue becomes the leader.
-  for (PendingWrite* pending : batch) {
-    pending->status = status;
-    pending->done = true;
-  }
-  committing_ = false;
-  queue_changed_.notify_all();
+  if (options_.before_commit) options_.before_commit(records);
+  std::lock_guard<std::mutex> lock(writer_mu_);
+  return writer_->Commit(units, absl::ToUnixMicros(absl::Now()));
 }
 
 absl::StatusOr<v1::ListBreaksResponse> SqliteStore::ListBreaks(
@@ -240,24 +165,14 @@ absl::StatusOr<int64_t> SqliteStore::DeleteOlderThan(int64_t cutoff_us) {
     CACHEWATCH_RETURN_IF_ERROR(deleted.status());
     if (*deleted == 0) return total;
     total += *deleted;
-    // Let queued writes go first: wait for a batch to finish.
-    std::unique_lock<std::mutex> lock(queue_mu_);
-    const int64_t finished = finished_batches_;
-    queue_changed_.wait(lock, [this, finished] {
-      return queue_.empty() || closing_ || finished_batches_ != finished;
-    });
+    queue_.WaitForQueuedBatch();  // Let queued writes go first.
   }
 }
 
-size_t SqliteStore::queued_records() const {
-  std::lock_guard<std::mutex> lock(queue_mu_);
-  return queued_records_;
-}
+size_t SqliteStore::queued_records() const { return queue_.queued_records(); }
 
 StoreStats SqliteStore::stats() const {
-  std::lock_guard<std::mutex> lock(queue_mu_);
-  StoreStats stats = stats_;
-  stats.queued_records = queued_records_;
+  StoreStats stats = queue_.stats();
   stats.checkpoints = checkpointer_->stats().checkpoints;
   return stats;
 }

@@ -4,14 +4,15 @@
 // the lane state for a restart, and retention. The schema (schema.cc) is a
 // public contract for postmortem SQL.
 //
-// Writes are group-committed, leader/follower style: a Write() that finds no
-// commit in flight commits at once on its own thread; writes arriving while
-// a commit is in flight queue up, and when it ends the first of them commits
-// everything queued (up to max_batch_records) in one transaction. Batches
-// thus grow with the load and the commit time, not with a timer. Each
-// Write() returns once its records are durable. Writes are idempotent per
-// (lane key, request id, kind): a retry changes nothing. WAL checkpoints run
-// on a thread of their own (checkpointer.h), not inside a commit.
+// Writes are group-committed, leader/follower style (group_commit_queue.h):
+// a Write() that finds no commit in flight commits at once on its own
+// thread; writes arriving while a commit is in flight queue up, and when it
+// ends the first of them commits everything queued (up to max_batch_records)
+// in one transaction. Batches thus grow with the load and the commit time,
+// not with a timer. Each Write() returns once its records are durable. Writes
+// are idempotent per (lane key, request id, kind): a retry changes nothing. WAL
+// checkpoints run on a thread of their own (checkpointer.h), not inside a
+// commit.
 //
 // A lane key whose lane is empty means lane "main", in writes and queries.
 //
@@ -23,10 +24,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -40,6 +39,7 @@
 #include "cachewatch/v1/service.pb.h"
 #include "daemon/core/turn.h"
 #include "daemon/store/break_queries.h"
+#include "daemon/store/group_commit_queue.h"
 #include "daemon/store/record.h"
 #include "daemon/store/record_store.h"
 
@@ -53,9 +53,9 @@ struct StoreOptions {
   // The database file; created with mode 0600 when missing. Default
   // "./cachewatch.db".
   std::string path = "./cachewatch.db";
-  // Group commit: an extra wait, from the first queued record, for more
-  // records before committing; 0 commits as soon as no commit is in flight.
-  // Default 0.
+  // Group commit (GroupCommitOptions): an extra wait, from the first queued
+  // record, for more records before committing; 0 commits as soon as no
+  // commit is in flight. Default 0.
   std::chrono::microseconds max_batch_delay{0};
   // ... and commits at most this many records per transaction (a single
   // Write() is never split, so a larger one commits alone). Default 1000.
@@ -138,45 +138,23 @@ class SqliteStore final : public RecordStore, public BreakQueries {
   absl::Status SetMaxPageCountForTesting(int64_t pages);
 
  private:
-  // One Write() call waiting for its commit.
-  struct PendingWrite;
-
   SqliteStore(const StoreOptions& options,
               std::unique_ptr<WriteConnection> writer,
               std::unique_ptr<ReadConnection> reader,
               std::vector<std::unique_ptr<ReadConnection>> lookups,
               std::unique_ptr<Checkpointer> checkpointer);
 
-  // Called by the leader (the write at the queue's front, no commit in
-  // flight): waits up to max_batch_delay for a full batch, then takes the
-  // batch off the queue and marks a commit in flight. `lock` holds
-  // queue_mu_.
-  std::vector<PendingWrite*> TakeBatch(std::unique_lock<std::mutex>& lock);
-  // Commits a batch (without queue_mu_ held) and answers its callers.
-  void CommitBatch(const std::vector<PendingWrite*>& batch);
-  // Requires queue_mu_.
-  bool BatchFull() const;
+  // The queue's Committer: commits the batch in one transaction on the
+  // leader's thread.
+  absl::Status CommitBatch(std::vector<GroupCommitQueue::Unit>& batch);
 
   const StoreOptions options_;
 
-  // std::mutex rather than absl::Mutex: ThreadSanitizer sees through it
-  // (Debian's abseil is not instrumented).
-  mutable std::mutex queue_mu_;
-  // Notified whenever the queue, `committing_` or `closing_` changes.
-  std::condition_variable queue_changed_;
-  std::deque<PendingWrite*> queue_;  // Guarded by queue_mu_.
-  size_t queued_records_ = 0;        // Guarded by queue_mu_.
-  bool closing_ = false;             // Guarded by queue_mu_.
-  // A leader has taken a batch and not yet answered it.
-  bool committing_ = false;  // Guarded by queue_mu_.
-  StoreStats stats_;         // Guarded by queue_mu_.
-  // Batches finished, committed or failed.
-  int64_t finished_batches_ = 0;  // Guarded by queue_mu_.
-
-  // Held by the leader for each commit, and by retention batches; never
-  // together with queue_mu_.
+  // Held by the leader for each commit, and by retention batches.
   std::mutex writer_mu_;
   const std::unique_ptr<WriteConnection> writer_;  // Used under writer_mu_.
+  // After writer_: the commits it runs use it.
+  GroupCommitQueue queue_;
 
   std::mutex reader_mu_;
   const std::unique_ptr<ReadConnection> reader_;  // Used under reader_mu_.
