@@ -55,6 +55,17 @@ absl::Status SetUpSession(PgConnection& connection) {
       "SET plan_cache_mode = force_generic_plan");
 }
 
+// The writer's session also keeps its statements off sequential scans: a
+// batch's generic plans are made at its first commit, when the day's
+// partition is small and has no statistics, and a plan that scanned the
+// partition to find the turns to update would then read every row of the
+// day for every batch (the commit time grew with the partition). Every
+// write statement finds its rows by key.
+absl::Status SetUpWriterSession(PgConnection& connection) {
+  CACHEWATCH_RETURN_IF_ERROR(SetUpSession(connection));
+  return connection.Exec("SET enable_seqscan = off");
+}
+
 // Lanes whose last read write_seq a store remembers at most.
 constexpr size_t kMaxSeenLanes = size_t{1} << 22;
 // Commit attempts of a batch whose claims found stale lanes or that hit a
@@ -558,7 +569,8 @@ struct PostgresStore::PendingWrite {
 absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
     const PostgresStoreOptions& options) {
   auto writer =
-      std::make_unique<PgPool>(options.url, 1, options.timeout, SetUpSession);
+      std::make_unique<PgPool>(options.url, 1, options.timeout,
+                               SetUpWriterSession);
   {
     absl::StatusOr<PgPool::Lease> connection = writer->Acquire();
     if (!connection.ok()) return connection.status();
