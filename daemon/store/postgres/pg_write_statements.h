@@ -85,6 +85,14 @@ FROM inserted,
           " ELSE t." #column " END, i.u_" #column ") WHEN " CACHEWATCH_PG_S \
           " THEN i.s_" #column " ELSE t." #column " END,\n"
 
+// The element types of kPgUpsertTurns' arrays $1..$44, a character each:
+// t text, 8 bigint, 4 integer, b boolean, y bytea.
+inline constexpr char kPgUpsertTurnsTypes[] =
+    "tttt888bbb"       // Key, window, new_time_us, which records.
+    "tt8ttt8t448tytt"  // The snapshot's.
+    "tt88888888tt8"    // The usage's.
+    "tttt88";          // The classification's.
+
 inline constexpr const char* kPgUpsertTurns = R"sql(
 WITH input AS (
   SELECT * FROM unnest(

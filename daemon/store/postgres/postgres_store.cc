@@ -117,10 +117,14 @@ void AddTime(PgParams& params, bool present,
 }
 
 // The array parameters of a set-based statement (pg_write_statements.h):
-// one text-format array literal per column, a row at a time.
+// one array per column, a row at a time, each sent in PostgreSQL's binary
+// array format (no quoting or hex on either side). `types`: one code per
+// column, as kPgUpsertTurnsTypes spells them.
 class ArrayColumns {
  public:
-  explicit ArrayColumns(size_t columns) : columns_(columns) {}
+  explicit ArrayColumns(std::string_view types) : columns_(types.size()) {
+    for (size_t c = 0; c < types.size(); ++c) columns_[c].type = types[c];
+  }
 
   // Starts the next row; its values follow in column order.
   ArrayColumns& Row() {
@@ -129,41 +133,27 @@ class ArrayColumns {
     return *this;
   }
   ArrayColumns& Text(std::string_view value) {
-    std::string& column = Next();
-    column.push_back('"');
-    for (char c : value) {
-      if (c == '"' || c == '\\') column.push_back('\\');
-      column.push_back(c);
-    }
-    column.push_back('"');
+    Element(value.size()).append(value);
     return *this;
   }
   ArrayColumns& TextOrNull(std::string_view value) {
     return value.empty() ? Null() : Text(value);
   }
+  // A bigint, integer or boolean element, as its column's type has it.
   ArrayColumns& Int(int64_t value) {
-    absl::StrAppend(&Next(), value);
+    const char type = columns_[next_].type;
+    const int bytes = type == '8' ? 8 : type == '4' ? 4 : 1;
+    AppendBigEndian(Element(bytes), static_cast<uint64_t>(value), bytes);
     return *this;
   }
-  // A bytea element, as its hex text form.
+  ArrayColumns& Bool(bool value) { return Int(value ? 1 : 0); }
   ArrayColumns& BytesOrNull(std::string_view value) {
-    if (value.empty()) return Null();
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string& column = Next();
-    column += "\"\\\\x";
-    for (unsigned char c : value) {
-      column.push_back(kHex[c >> 4]);
-      column.push_back(kHex[c & 15]);
-    }
-    column.push_back('"');
-    return *this;
-  }
-  ArrayColumns& Bool(bool value) {
-    Next().push_back(value ? 't' : 'f');
-    return *this;
+    return value.empty() ? Null() : Text(value);
   }
   ArrayColumns& Null() {
-    Next() += "NULL";
+    Column& column = columns_[next_++];
+    AppendBigEndian(column.data, 0xffffffffu, 4);
+    column.has_null = true;
     return *this;
   }
   ArrayColumns& Nulls(int count) {
@@ -175,20 +165,56 @@ class ArrayColumns {
   // The arrays as parameters, then `scalars` appended by the caller.
   PgParams Params() const {
     PgParams params;
-    for (const std::string& column : columns_) {
-      params.Text(absl::StrCat("{", column, "}"));
+    for (const Column& column : columns_) {
+      std::string array;
+      array.reserve(20 + column.data.size());
+      AppendBigEndian(array, 1, 4);  // Dimensions.
+      AppendBigEndian(array, column.has_null ? 1 : 0, 4);
+      AppendBigEndian(array, ElementOid(column.type), 4);
+      AppendBigEndian(array, rows_, 4);
+      AppendBigEndian(array, 1, 4);  // Lower bound.
+      array += column.data;
+      params.Binary(std::move(array));
     }
     return params;
   }
 
  private:
-  std::string& Next() {
-    std::string& column = columns_[next_++];
-    if (rows_ > 1) column.push_back(',');
-    return column;
+  struct Column {
+    char type = 't';
+    bool has_null = false;
+    std::string data;  // Per element: its length (4 bytes), its bytes.
+  };
+
+  static uint32_t ElementOid(char type) {
+    switch (type) {
+      case '8':
+        return 20;  // int8
+      case '4':
+        return 23;  // int4
+      case 'b':
+        return 16;  // bool
+      case 'y':
+        return 17;  // bytea
+      default:
+        return 25;  // text
+    }
   }
 
-  std::vector<std::string> columns_;
+  static void AppendBigEndian(std::string& out, uint64_t value, int bytes) {
+    for (int i = bytes - 1; i >= 0; --i) {
+      out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+    }
+  }
+
+  // Starts the next element, of `size` bytes; returns its column.
+  std::string& Element(size_t size) {
+    std::string& data = columns_[next_++].data;
+    AppendBigEndian(data, size, 4);
+    return data;
+  }
+
+  std::vector<Column> columns_;
   size_t next_ = 0;
   size_t rows_ = 0;
 };
@@ -303,7 +329,7 @@ class BatchBuilder {
         .Text(PgTextArray(lanes))
         .Text(seqs);
     if (!turns_.empty()) {
-      ArrayColumns columns(kTurnColumns);
+      ArrayColumns columns(kPgUpsertTurnsTypes);
       for (const MergedTurn& turn : turns_) AddRow(columns, turn);
       steps_.push_back({"cw_turns", columns.Params().Int(now_us_)});
     }
@@ -317,9 +343,6 @@ class BatchBuilder {
   }
 
  private:
-  // The arrays of kPgUpsertTurns.
-  static constexpr size_t kTurnColumns = 44;
-
   // One turn of the batch and the records it brings (null: none).
   struct MergedTurn {
     const LaneKey* key = nullptr;
@@ -568,9 +591,8 @@ struct PostgresStore::PendingWrite {
 
 absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
     const PostgresStoreOptions& options) {
-  auto writer =
-      std::make_unique<PgPool>(options.url, 1, options.timeout,
-                               SetUpWriterSession);
+  auto writer = std::make_unique<PgPool>(options.url, 1, options.timeout,
+                                         SetUpWriterSession);
   {
     absl::StatusOr<PgPool::Lease> connection = writer->Acquire();
     if (!connection.ok()) return connection.status();
