@@ -32,6 +32,21 @@ inline constexpr const char* kPgLaneWriteSeq = R"sql(
 SELECT write_seq FROM lane_writers
 WHERE agent = $1::text AND session_id = $2::text AND lane = $3::text)sql";
 
+// Retention: up to $1 claims of lanes that have no turn left, each deleted
+// only if its write_seq is still the one read (a claim renewed meanwhile
+// stays: the join is checked again against the renewed row).
+inline constexpr const char* kPgDeleteIdleClaims = R"sql(
+DELETE FROM lane_writers AS w
+USING (
+  SELECT l.agent, l.session_id, l.lane, l.write_seq FROM lane_writers AS l
+  WHERE NOT EXISTS (
+    SELECT 1 FROM turns AS t
+    WHERE t.agent = l.agent AND t.session_id = l.session_id
+      AND t.lane = l.lane)
+  LIMIT $1) AS idle
+WHERE w.agent = idle.agent AND w.session_id = idle.session_id
+  AND w.lane = idle.lane AND w.write_seq = idle.write_seq)sql";
+
 // A tool list and its entries, once per list hash. $3, $4: text[] of the
 // tools' names and schema hashes, in order.
 inline constexpr const char* kPgInsertToolList = R"sql(

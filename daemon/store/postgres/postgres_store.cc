@@ -925,6 +925,18 @@ DELETE FROM tool_lists WHERE list_hash IN (
     total += deleted->affected();
     if (deleted->affected() < kRetentionBatchRows) break;
   }
+  // The claims of lanes with no turn left (docs/FLEET.md, "A lane's state
+  // across daemons"), not counted in the rows removed. A claim is deleted
+  // only as it was read: one another daemon renews meanwhile (its commit
+  // brings the lane's new turns) has a new write_seq and stays. A daemon
+  // that read the lane before keeps its guarantee: whoever writes the lane
+  // next claims it anew, with a write_seq above any it read.
+  while (true) {
+    absl::StatusOr<PgResult> deleted =
+        c.Query(kPgDeleteIdleClaims, PgParams().Int(kRetentionBatchRows));
+    if (!deleted.ok()) return deleted.status();
+    if (deleted->affected() < kRetentionBatchRows) break;
+  }
   return total;
 }
 
