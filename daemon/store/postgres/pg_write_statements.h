@@ -1,15 +1,18 @@
 // The SQL that writes the PostgreSQL store's rows: the semantics of the
-// SQLite store's upserts (daemon/store/write_statements.h) on partitioned
-// tables. PostgreSQL cannot enforce (agent, session_id, lane, request_id)
-// across partitions, so each turn statement first looks the turn up (among
-// rows whose request time lies in [from_us, until_us): the partitions its
-// records can be in), updates the row it finds and inserts one only when
-// none exists; the lanes' advisory locks, taken at the start of the
-// transaction, keep another daemon from inserting the same turn meanwhile.
+// SQLite store's upserts (daemon/store/sqlite/write_statements.h) on
+// partitioned tables. PostgreSQL cannot enforce (agent, session_id, lane,
+// request_id) across partitions, so the turn statement first looks each turn
+// up (among rows whose request time lies in [from_us, until_us): the
+// partitions its records can be in), updates the row it finds and inserts
+// one only when none exists; the lanes' advisory locks, taken at the start
+// of the transaction, keep another daemon from inserting the same turn
+// meanwhile.
 //
 // Parameters are positional; every one is cast to its column's type.
 #ifndef CACHEWATCH_DAEMON_STORE_POSTGRES_PG_WRITE_STATEMENTS_H_
 #define CACHEWATCH_DAEMON_STORE_POSTGRES_PG_WRITE_STATEMENTS_H_
+
+#include "daemon/store/break_columns.h"
 
 namespace cachewatch {
 
@@ -224,17 +227,7 @@ ON CONFLICT (agent, session_id, lane, request_id, request_time_us)
 // stored verdict stands, and no break row is added beside it).
 inline constexpr const char* kPgInsertBreak = R"sql(
 INSERT INTO prompt_cache_breaks (
-  break_id, agent, session_id, lane, provider, previous_request_id,
-  request_id, previous_model, model, primary_reason, reasons, evidence,
-  previous_cache_read_tokens, current_cache_read_tokens,
-  expected_reuse_tokens, missed_tokens, prompt_total_tokens,
-  cache_write_tokens, changed_tool_names, added_tool_names,
-  removed_tool_names, reordered_tool_names, schema_changed_tool_names,
-  changed_system_sections, first_changed_tool_index,
-  first_changed_message_block, blocks_since_last_write, gap_seconds,
-  ttl_seconds, ttl_source, estimated_extra_cost_usd,
-  previous_request_time_us, request_time_us, provider_miss_reason,
-  provider_missed_tokens, provider_agreement, event)
+  )sql" CACHEWATCH_BREAK_COLUMNS R"sql()
 SELECT
   $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text,
   $8::text, $9::text, $10::text, $11::text, $12::text, $13::bigint,
