@@ -19,9 +19,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cachewatch/v1/service.grpc.pb.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/postgres_process.h"
+#include "tests/support/stream_load.h"
 #include "tests/support/turn_records.h"
 
 namespace cachewatch {
@@ -29,6 +32,7 @@ namespace {
 
 using testing::DaemonProcess;
 using testing::PostgresProcess;
+using testing::StreamLoad;
 using testing::TempDir;
 using testing::TurnSnapshot;
 using testing::TurnUsage;
@@ -210,6 +214,52 @@ TEST_F(FleetTest, DaemonKillAndPostgresRestartLoseNothingAcknowledged) {
   }
   for (const std::string& id : acked) {
     EXPECT_TRUE(stored_ids.contains(id)) << "acknowledged but lost: " << id;
+  }
+}
+
+// Record streams (StreamLoad) on two daemons while PostgreSQL restarts and
+// one daemon is SIGKILLed: every stream ends (the load's Stop returns), the
+// killed daemon's streams with an error, and every record acknowledged OK is
+// stored.
+TEST_F(FleetTest, RecordStreamsEndAcrossPostgresRestartAndDaemonKill) {
+  for (int i = 0; i < 2; ++i) StartDaemon(i);
+  StreamLoad killed(daemons_[0]->grpc_address(), kAgent, "killed", 3);
+  StreamLoad kept(daemons_[1]->grpc_address(), kAgent, "kept", 3);
+  auto wait_for_acks = [](StreamLoad& load, size_t more) {
+    const size_t target = load.acked_count() + more;
+    for (int i = 0; i < 600 && load.acked_count() < target; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return load.acked_count() >= target;
+  };
+  ASSERT_TRUE(wait_for_acks(killed, 50));
+  ASSERT_TRUE(wait_for_acks(kept, 50));
+  ASSERT_TRUE(server_->Stop("immediate"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(server_->Restart());
+  EXPECT_TRUE(wait_for_acks(kept, 50)) << "ingestion did not resume";
+  daemons_[0]->Kill();
+  killed.Join();  // Its streams end by themselves.
+  for (const grpc::Status& status : killed.statuses()) {
+    EXPECT_FALSE(status.ok());
+  }
+  kept.Stop();
+  EXPECT_EQ(daemons_[1]->Stop(), 0);
+
+  std::set<std::string> stored;
+  for (const char* kind : {"s", "u"}) {
+    const std::string rows = Sql(absl::StrCat(
+        "SELECT string_agg('", kind, "/' || request_id, ',') FROM turns WHERE ",
+        kind[0] == 's' ? "snapshot" : "usage", "_received = 1"));
+    for (absl::string_view key : absl::StrSplit(rows, ',', absl::SkipEmpty())) {
+      EXPECT_TRUE(stored.insert(std::string(key)).second)
+          << "stored twice: " << key;
+    }
+  }
+  for (StreamLoad* load : {&killed, &kept}) {
+    for (const std::string& key : load->acked()) {
+      EXPECT_TRUE(stored.contains(key)) << "acknowledged but lost: " << key;
+    }
   }
 }
 

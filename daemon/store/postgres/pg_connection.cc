@@ -56,6 +56,12 @@ PgParams& PgParams::Bytes(std::string_view value) {
   return *this;
 }
 
+PgParams& PgParams::Binary(std::string value) {
+  values_.emplace_back(std::move(value));
+  formats_.push_back(1);
+  return *this;
+}
+
 PgParams& PgParams::BytesOrNull(std::string_view value) {
   return value.empty() ? Null() : Bytes(value);
 }

@@ -48,6 +48,8 @@ class PgParams {
   PgParams& Double(double value);
   PgParams& Bytes(std::string_view value);  // A bytea, sent binary.
   PgParams& BytesOrNull(std::string_view value);
+  // A value in the binary format of its parameter's type (an array, ...).
+  PgParams& Binary(std::string value);
   PgParams& Null();
 
   int size() const { return static_cast<int>(values_.size()); }

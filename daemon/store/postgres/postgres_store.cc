@@ -9,6 +9,8 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 
@@ -51,6 +53,17 @@ absl::Status SetUpSession(PgConnection& connection) {
       "SET synchronous_commit = on; SET lock_timeout = '30s'; "
       "SET TIME ZONE 'UTC'; SET client_min_messages = warning; "
       "SET plan_cache_mode = force_generic_plan");
+}
+
+// The writer's session also keeps its statements off sequential scans: a
+// batch's generic plans are made at its first commit, when the day's
+// partition is small and has no statistics, and a plan that scanned the
+// partition to find the turns to update would then read every row of the
+// day for every batch (the commit time grew with the partition). Every
+// write statement finds its rows by key.
+absl::Status SetUpWriterSession(PgConnection& connection) {
+  CACHEWATCH_RETURN_IF_ERROR(SetUpSession(connection));
+  return connection.Exec("SET enable_seqscan = off");
 }
 
 // Lanes whose last read write_seq a store remembers at most.
@@ -112,10 +125,14 @@ void AddTime(PgParams& params, bool present,
 }
 
 // The array parameters of a set-based statement (pg_write_statements.h):
-// one text-format array literal per column, a row at a time.
+// one array per column, a row at a time, each sent in PostgreSQL's binary
+// array format (no quoting or hex on either side). `types`: one code per
+// column, as kPgUpsertTurnsTypes spells them.
 class ArrayColumns {
  public:
-  explicit ArrayColumns(size_t columns) : columns_(columns) {}
+  explicit ArrayColumns(std::string_view types) : columns_(types.size()) {
+    for (size_t c = 0; c < types.size(); ++c) columns_[c].type = types[c];
+  }
 
   // Starts the next row; its values follow in column order.
   ArrayColumns& Row() {
@@ -124,37 +141,31 @@ class ArrayColumns {
     return *this;
   }
   ArrayColumns& Text(std::string_view value) {
-    std::string& column = Next();
-    column.push_back('"');
-    for (char c : value) {
-      if (c == '"' || c == '\\') column.push_back('\\');
-      column.push_back(c);
-    }
-    column.push_back('"');
+    Element(value.size()).append(value);
     return *this;
   }
   ArrayColumns& TextOrNull(std::string_view value) {
     return value.empty() ? Null() : Text(value);
   }
+  // A bigint, integer or boolean element, as its column's type has it.
   ArrayColumns& Int(int64_t value) {
-    absl::StrAppend(&Next(), value);
+    const char type = columns_[next_].type;
+    const int bytes = type == '8' ? 8 : type == '4' ? 4 : 1;
+    AppendBigEndian(Element(bytes), static_cast<uint64_t>(value), bytes);
     return *this;
   }
-  // A bytea element, as its hex text form.
+  ArrayColumns& Bool(bool value) { return Int(value ? 1 : 0); }
   ArrayColumns& BytesOrNull(std::string_view value) {
-    if (value.empty()) return Null();
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string& column = Next();
-    column += "\"\\\\x";
-    for (unsigned char c : value) {
-      column.push_back(kHex[c >> 4]);
-      column.push_back(kHex[c & 15]);
-    }
-    column.push_back('"');
-    return *this;
+    return value.empty() ? Null() : Text(value);
   }
   ArrayColumns& Null() {
-    Next() += "NULL";
+    Column& column = columns_[next_++];
+    AppendBigEndian(column.data, 0xffffffffu, 4);
+    column.has_null = true;
+    return *this;
+  }
+  ArrayColumns& Nulls(int count) {
+    for (int i = 0; i < count; ++i) Null();
     return *this;
   }
 
@@ -162,26 +173,63 @@ class ArrayColumns {
   // The arrays as parameters, then `scalars` appended by the caller.
   PgParams Params() const {
     PgParams params;
-    for (const std::string& column : columns_) {
-      params.Text(absl::StrCat("{", column, "}"));
+    for (const Column& column : columns_) {
+      std::string array;
+      array.reserve(20 + column.data.size());
+      AppendBigEndian(array, 1, 4);  // Dimensions.
+      AppendBigEndian(array, column.has_null ? 1 : 0, 4);
+      AppendBigEndian(array, ElementOid(column.type), 4);
+      AppendBigEndian(array, rows_, 4);
+      AppendBigEndian(array, 1, 4);  // Lower bound.
+      array += column.data;
+      params.Binary(std::move(array));
     }
     return params;
   }
 
  private:
-  std::string& Next() {
-    std::string& column = columns_[next_++];
-    if (rows_ > 1) column.push_back(',');
-    return column;
+  struct Column {
+    char type = 't';
+    bool has_null = false;
+    std::string data;  // Per element: its length (4 bytes), its bytes.
+  };
+
+  static uint32_t ElementOid(char type) {
+    switch (type) {
+      case '8':
+        return 20;  // int8
+      case '4':
+        return 23;  // int4
+      case 'b':
+        return 16;  // bool
+      case 'y':
+        return 17;  // bytea
+      default:
+        return 25;  // text
+    }
   }
 
-  std::vector<std::string> columns_;
+  static void AppendBigEndian(std::string& out, uint64_t value, int bytes) {
+    for (int i = bytes - 1; i >= 0; --i) {
+      out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+    }
+  }
+
+  // Starts the next element, of `size` bytes; returns its column.
+  std::string& Element(size_t size) {
+    std::string& data = columns_[next_++].data;
+    AppendBigEndian(data, size, 4);
+    return data;
+  }
+
+  std::vector<Column> columns_;
   size_t next_ = 0;
   size_t rows_ = 0;
 };
 
-// The statements of one commit: the turn rows set-based (one statement per
-// record kind), tool lists and breaks one statement each.
+// The statements of one commit: the turn rows in one set-based statement
+// (their records merged per turn), tool lists and breaks one statement each.
+// The records added must outlive Finish().
 class BatchBuilder {
  public:
   explicit BatchBuilder(int64_t now_us) : now_us_(now_us) {
@@ -192,7 +240,7 @@ class BatchBuilder {
 
   void Add(const SnapshotWrite& write) {
     const v1::Snapshot& snapshot = *write.snapshot;
-    const std::string list_hash = ToolListHash(snapshot.tools());
+    std::string list_hash = ToolListHash(snapshot.tools());
     if (tool_lists_.insert(list_hash).second) {
       std::vector<std::string> names, hashes;
       for (const v1::ToolRef& tool : snapshot.tools()) {
@@ -210,95 +258,52 @@ class BatchBuilder {
         snapshot.has_request_time()
             ? TimeUtil::TimestampToMicroseconds(snapshot.request_time())
             : now_us_;
-    ArrayColumns& params =
-        KeyColumns(snapshots_, write.key, snapshot.request_id(), time_us);
-    params.TextOrNull(ProviderText(snapshot.provider()))
-        .TextOrNull(snapshot.model())
-        .Int(time_us)
-        .Text(Hex64(snapshot.system_hash()))
-        .TextOrNull(SectionsJson(snapshot.system_sections()))
-        .Text(list_hash)
-        .Int(snapshot.tools_size());
-    if (snapshot.options_hash() != 0) {
-      params.Text(Hex64(snapshot.options_hash()));
-    } else {
-      params.Null();
-    }
-    if (snapshot.has_cache_control()) {
-      const v1::CacheControl& control = snapshot.cache_control();
-      params.Int(control.enabled() ? 1 : 0)
-          .Int(control.automatic() ? 1 : 0)
-          .Int(control.ttl_seconds())
-          .TextOrNull(BreakpointsJson(control.breakpoints()));
-    } else {
-      params.Null().Null().Null().Null();
-    }
-    params.BytesOrNull(ChainBlob(snapshot.message_chain()))
-        .TextOrNull(EnumOrEmpty(snapshot.expected_drop()))
-        .TextOrNull(EnumOrEmpty(snapshot.tool_order_policy()));
+    MergedTurn& turn = TurnOf(write.key, snapshot.request_id());
     Touch(write.key, time_us);
+    if (turn.snapshot != nullptr) return;  // The first one counts.
+    turn.snapshot = &write;
+    turn.snapshot_time_us = time_us;
+    turn.list_hash = std::move(list_hash);
+    turn.Window(time_us - kTurnWindowUs, time_us + kTurnWindowUs);
   }
 
   void Add(const UsageWrite& write) {
-    const v1::Usage& usage = write.usage;
-    const v1::NormalizedUsage& normalized = write.normalized;
     const int64_t time_us =
-        usage.has_response_time()
-            ? TimeUtil::TimestampToMicroseconds(usage.response_time())
+        write.usage.has_response_time()
+            ? TimeUtil::TimestampToMicroseconds(write.usage.response_time())
             : now_us_;
-    ArrayColumns& params =
-        KeyColumns(usages_, write.key, usage.request_id(), time_us);
-    params.TextOrNull(ProviderText(usage.provider())).TextOrNull(usage.model());
-    if (usage.has_response_time()) {
-      params.Int(TimeUtil::TimestampToMicroseconds(usage.response_time()));
-    } else {
-      params.Null();
-    }
-    params.Int(time_us)
-        .Int(normalized.uncached_input_tokens())
-        .Int(normalized.cache_read_tokens())
-        .Int(normalized.cache_write_tokens())
-        .Int(normalized.cache_write_5m_tokens())
-        .Int(normalized.cache_write_1h_tokens())
-        .Int(normalized.output_tokens())
-        .Int(PromptTotalTokens(normalized))
-        .TextOrNull(usage.raw_usage_json());
-    if (usage.has_provider_diagnostics()) {
-      params.Text(usage.provider_diagnostics().cache_miss_reason())
-          .Int(usage.provider_diagnostics().cache_missed_input_tokens());
-    } else {
-      params.Null().Null();
-    }
-
+    MergedTurn& turn = TurnOf(write.key, write.usage.request_id());
     Touch(write.key, time_us);
+    if (turn.usage != nullptr) return;  // The first one counts.
+    turn.usage = &write;
+    turn.usage_time_us = time_us;
+    turn.Window(time_us - kTurnWindowUs, time_us + kTurnWindowUs);
   }
 
   void Add(const ClassificationWrite& write) {
     const v1::TurnClassification& classification = write.classification;
     const bool is_break = classification.verdict() == v1::VERDICT_BREAK;
     const v1::PromptCacheBreak& event = classification.cache_break();
-    std::optional<int64_t> time_us;
-    if (is_break && event.has_request_time()) {
-      time_us = TimeUtil::TimestampToMicroseconds(event.request_time());
+    const int64_t time_us =
+        is_break && event.has_request_time()
+            ? TimeUtil::TimestampToMicroseconds(event.request_time())
+            : now_us_;
+    MergedTurn& turn = TurnOf(write.key, write.request_id);
+    Touch(write.key, time_us);
+    if (is_break) AddBreak(write.key, event, time_us);
+    // The first final verdict counts, else the first pending one.
+    const bool pending = classification.verdict() == v1::VERDICT_PENDING;
+    if (turn.classification != nullptr &&
+        (pending || turn.classification->classification.verdict() !=
+                        v1::VERDICT_PENDING)) {
+      return;
     }
-
+    turn.classification = &write;
+    turn.classification_time_us = time_us;
     // Looked up whatever its time: a turn row may have been made by a
     // record without a time of its own (at the daemon's clock), and a
     // second verdict must find it to leave it standing.
-    ArrayColumns& params = KeyColumns(classifications_, write.key,
-                                      write.request_id, kMinTime, kMaxTime);
-    params.Int(time_us.value_or(now_us_))
-        .TextOrNull(EnumOrEmpty(classification.expected_drop()))
-        .TextOrNull(EnumOrEmpty(classification.verdict()));
-    if (is_break) {
-      params.Text(ReasonName(event.primary_reason())).Text(event.break_id());
-    } else {
-      params.Null().Null();
-    }
-    params.Int(classification.expected_reuse_tokens())
-        .Int(classification.missed_tokens());
-    Touch(write.key, time_us.value_or(now_us_));
-    if (is_break) AddBreak(write.key, event, time_us.value_or(now_us_));
+    turn.Window(kMinTime, kMaxTime);
   }
 
   // The steps, ending in COMMIT; days: the partitions they may write.
@@ -331,13 +336,10 @@ class BatchBuilder {
         .Text(PgTextArray(sessions))
         .Text(PgTextArray(lanes))
         .Text(seqs);
-    const std::pair<const char*, const ArrayColumns*> rows[] = {
-        {"cw_snapshots", &snapshots_},
-        {"cw_usages", &usages_},
-        {"cw_classifications", &classifications_}};
-    for (const auto& [statement, columns] : rows) {
-      if (columns->rows() == 0) continue;
-      steps_.push_back({statement, columns->Params().Int(now_us_)});
+    if (!turns_.empty()) {
+      ArrayColumns columns(kPgUpsertTurnsTypes);
+      for (const MergedTurn& turn : turns_) AddRow(columns, turn);
+      steps_.push_back({"cw_turns", columns.Params().Int(now_us_)});
     }
     for (PgPipelineStep& step : breaks_) steps_.push_back(std::move(step));
     steps_.push_back({"cw_commit", {}});
@@ -349,23 +351,145 @@ class BatchBuilder {
   }
 
  private:
-  static ArrayColumns& KeyColumns(ArrayColumns& columns, const LaneKey& key,
-                                  const std::string& request_id,
-                                  int64_t time_us) {
-    return KeyColumns(columns, key, request_id, time_us - kTurnWindowUs,
-                      time_us + kTurnWindowUs);
+  // One turn of the batch and the records it brings (null: none).
+  struct MergedTurn {
+    const LaneKey* key = nullptr;
+    const std::string* request_id = nullptr;
+    const SnapshotWrite* snapshot = nullptr;
+    const UsageWrite* usage = nullptr;
+    const ClassificationWrite* classification = nullptr;
+    int64_t snapshot_time_us = 0;
+    int64_t usage_time_us = 0;
+    int64_t classification_time_us = 0;
+    std::string list_hash;
+    // The request times its row is looked up among: the union of its
+    // records' windows.
+    int64_t from_us = kMaxTime;
+    int64_t until_us = kMinTime;
+
+    void Window(int64_t from, int64_t until) {
+      from_us = std::min(from_us, from);
+      until_us = std::max(until_us, until);
+    }
+  };
+
+  MergedTurn& TurnOf(const LaneKey& key, const std::string& request_id) {
+    std::string id = key.agent;
+    id.push_back('\0');
+    id += key.session_id;
+    id.push_back('\0');
+    id += LaneColumn(key);
+    id.push_back('\0');
+    id += request_id;
+    auto [it, inserted] = turn_index_.try_emplace(std::move(id), turns_.size());
+    if (inserted) {
+      MergedTurn turn;
+      turn.key = &key;
+      turn.request_id = &request_id;
+      turns_.push_back(std::move(turn));
+    }
+    return turns_[it->second];
   }
 
-  static ArrayColumns& KeyColumns(ArrayColumns& columns, const LaneKey& key,
-                                  const std::string& request_id,
-                                  int64_t from_us, int64_t until_us) {
-    return columns.Row()
+  static void AddRow(ArrayColumns& columns, const MergedTurn& turn) {
+    const LaneKey& key = *turn.key;
+    columns.Row()
         .Text(key.agent)
         .Text(key.session_id)
         .Text(LaneColumn(key))
-        .Text(request_id)
-        .Int(from_us)
-        .Int(until_us);
+        .Text(*turn.request_id)
+        .Int(turn.from_us)
+        .Int(turn.until_us)
+        .Int(turn.snapshot != nullptr ? turn.snapshot_time_us
+             : turn.usage != nullptr  ? turn.usage_time_us
+                                      : turn.classification_time_us)
+        .Bool(turn.snapshot != nullptr)
+        .Bool(turn.usage != nullptr)
+        .Bool(turn.classification != nullptr);
+    AddSnapshot(columns, turn);
+    AddUsage(columns, turn.usage);
+    AddClassification(columns, turn.classification);
+  }
+
+  static void AddSnapshot(ArrayColumns& columns, const MergedTurn& turn) {
+    if (turn.snapshot == nullptr) {
+      columns.Nulls(15);
+      return;
+    }
+    const v1::Snapshot& snapshot = *turn.snapshot->snapshot;
+    columns.TextOrNull(ProviderText(snapshot.provider()))
+        .TextOrNull(snapshot.model())
+        .Int(turn.snapshot_time_us)
+        .Text(Hex64(snapshot.system_hash()))
+        .TextOrNull(SectionsJson(snapshot.system_sections()))
+        .Text(turn.list_hash)
+        .Int(snapshot.tools_size());
+    if (snapshot.options_hash() != 0) {
+      columns.Text(Hex64(snapshot.options_hash()));
+    } else {
+      columns.Null();
+    }
+    if (snapshot.has_cache_control()) {
+      const v1::CacheControl& control = snapshot.cache_control();
+      columns.Int(control.enabled() ? 1 : 0)
+          .Int(control.automatic() ? 1 : 0)
+          .Int(control.ttl_seconds())
+          .TextOrNull(BreakpointsJson(control.breakpoints()));
+    } else {
+      columns.Nulls(4);
+    }
+    columns.BytesOrNull(ChainBlob(snapshot.message_chain()))
+        .TextOrNull(EnumOrEmpty(snapshot.expected_drop()))
+        .TextOrNull(EnumOrEmpty(snapshot.tool_order_policy()));
+  }
+
+  static void AddUsage(ArrayColumns& columns, const UsageWrite* write) {
+    if (write == nullptr) {
+      columns.Nulls(13);
+      return;
+    }
+    const v1::Usage& usage = write->usage;
+    const v1::NormalizedUsage& normalized = write->normalized;
+    columns.TextOrNull(ProviderText(usage.provider()))
+        .TextOrNull(usage.model());
+    if (usage.has_response_time()) {
+      columns.Int(TimeUtil::TimestampToMicroseconds(usage.response_time()));
+    } else {
+      columns.Null();
+    }
+    columns.Int(normalized.uncached_input_tokens())
+        .Int(normalized.cache_read_tokens())
+        .Int(normalized.cache_write_tokens())
+        .Int(normalized.cache_write_5m_tokens())
+        .Int(normalized.cache_write_1h_tokens())
+        .Int(normalized.output_tokens())
+        .Int(PromptTotalTokens(normalized))
+        .TextOrNull(usage.raw_usage_json());
+    if (usage.has_provider_diagnostics()) {
+      columns.Text(usage.provider_diagnostics().cache_miss_reason())
+          .Int(usage.provider_diagnostics().cache_missed_input_tokens());
+    } else {
+      columns.Nulls(2);
+    }
+  }
+
+  static void AddClassification(ArrayColumns& columns,
+                                const ClassificationWrite* write) {
+    if (write == nullptr) {
+      columns.Nulls(6);
+      return;
+    }
+    const v1::TurnClassification& classification = write->classification;
+    columns.TextOrNull(EnumOrEmpty(classification.expected_drop()))
+        .TextOrNull(EnumOrEmpty(classification.verdict()));
+    if (classification.verdict() == v1::VERDICT_BREAK) {
+      const v1::PromptCacheBreak& event = classification.cache_break();
+      columns.Text(ReasonName(event.primary_reason())).Text(event.break_id());
+    } else {
+      columns.Nulls(2);
+    }
+    columns.Int(classification.expected_reuse_tokens())
+        .Int(classification.missed_tokens());
   }
 
   void Touch(const LaneKey& key, int64_t time_us) {
@@ -427,9 +551,8 @@ class BatchBuilder {
 
   const int64_t now_us_;
   std::vector<PgPipelineStep> steps_;
-  ArrayColumns snapshots_{21};
-  ArrayColumns usages_{20};
-  ArrayColumns classifications_{13};
+  std::vector<MergedTurn> turns_;  // In the order of their first record.
+  std::unordered_map<std::string, size_t> turn_index_;  // Into turns_.
   std::vector<PgPipelineStep> breaks_;  // After the classifications.
   std::set<std::string> tool_lists_;
   std::map<int64_t, LaneKey> lanes_;  // By lock key: the locking order.
@@ -443,9 +566,7 @@ absl::Status PrepareWriteStatements(PgConnection& connection) {
       {"cw_lock_lanes", kPgLockLanes},
       {"cw_claim_lanes", kPgClaimLanes},
       {"cw_tool_list", kPgInsertToolList},
-      {"cw_snapshots", kPgUpsertSnapshots},
-      {"cw_usages", kPgUpsertUsages},
-      {"cw_classifications", kPgUpsertClassifications},
+      {"cw_turns", kPgUpsertTurns},
       {"cw_break", kPgInsertBreak},
   };
   for (const auto& [name, sql] : statements) {
@@ -471,8 +592,8 @@ bool IsPostgresUrl(std::string_view store) {
 
 absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
     const PostgresStoreOptions& options) {
-  auto writer =
-      std::make_unique<PgPool>(options.url, 1, options.timeout, SetUpSession);
+  auto writer = std::make_unique<PgPool>(options.url, 1, options.timeout,
+                                         SetUpWriterSession);
   {
     absl::StatusOr<PgPool::Lease> connection = writer->Acquire();
     if (!connection.ok()) return connection.status();
@@ -742,6 +863,18 @@ DELETE FROM tool_lists WHERE list_hash IN (
       return deleted.status();
     }
     total += deleted->affected();
+    if (deleted->affected() < kRetentionBatchRows) break;
+  }
+  // The claims of lanes with no turn left (docs/FLEET.md, "A lane's state
+  // across daemons"), not counted in the rows removed. A claim is deleted
+  // only as it was read: one another daemon renews meanwhile (its commit
+  // brings the lane's new turns) has a new write_seq and stays. A daemon
+  // that read the lane before keeps its guarantee: whoever writes the lane
+  // next claims it anew, with a write_seq above any it read.
+  while (true) {
+    absl::StatusOr<PgResult> deleted =
+        c.Query(kPgDeleteIdleClaims, PgParams().Int(kRetentionBatchRows));
+    if (!deleted.ok()) return deleted.status();
     if (deleted->affected() < kRetentionBatchRows) break;
   }
   return total;

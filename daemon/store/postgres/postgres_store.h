@@ -11,8 +11,9 @@
 // A batch is sent as one pipeline (one round trip) of prepared statements:
 // BEGIN, the advisory locks of the batch's lanes (pg_advisory_xact_lock, in
 // a fixed order, so two daemons writing the same lane serialize instead of
-// interleaving), one statement per record, COMMIT. Before it, the day
-// partitions its records need are created when missing.
+// interleaving), the lane claims, new tool lists, one statement for all the
+// batch's turns (pg_write_statements.h), one per break, COMMIT. Before it, the
+// day partitions its records need are created when missing.
 //
 // A lane's state across daemons (docs/FLEET.md): every commit claims its
 // lanes in lane_writers (writer id, a global sequence number) under their

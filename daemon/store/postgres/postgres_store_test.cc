@@ -174,6 +174,43 @@ TEST_F(PostgresStoreTest, RetentionDropsWholeDaysAndTrimsTheCutoffDay) {
   EXPECT_EQ(Query("SELECT count(*) FROM turns"), 6);
 }
 
+// Retention also removes the claims (lane_writers) of lanes it left without
+// a turn; a lane that still has turns keeps its claim.
+TEST_F(PostgresStoreTest, RetentionRemovesTheClaimsOfLanesWithoutTurns) {
+  auto store = Open();
+  const LaneKey old_lane = Key("old");
+  const LaneKey live_lane = Key("live");
+  const int64_t day0 = PgDayOf(kT0);
+  ASSERT_TRUE(store
+                  ->Write(TurnUnit(old_lane, "o1", kT0,
+                                   Classified(old_lane, "o1", v1::VERDICT_OK)))
+                  .ok());
+  ASSERT_TRUE(store
+                  ->Write(TurnUnit(live_lane, "l1", kT0,
+                                   Classified(live_lane, "l1", v1::VERDICT_OK)))
+                  .ok());
+  const int64_t later = (day0 + 3) * kPgDayUs;
+  ASSERT_TRUE(store
+                  ->Write(TurnUnit(live_lane, "l2", later,
+                                   Classified(live_lane, "l2", v1::VERDICT_OK)))
+                  .ok());
+  EXPECT_EQ(Query("SELECT count(*) FROM lane_writers"), 2);
+  absl::StatusOr<int64_t> deleted = store->DeleteOlderThan(later);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 2);  // o1 and l1; claims are not counted.
+  EXPECT_EQ(Query("SELECT count(*) FROM lane_writers"), 1);
+  EXPECT_EQ(Query(absl::StrCat(
+                "SELECT count(*) FROM lane_writers WHERE session_id = '",
+                live_lane.session_id, "'")),
+            1);
+  // The lane comes back with a new claim when written again.
+  ASSERT_TRUE(store
+                  ->Write(TurnUnit(old_lane, "o2", later,
+                                   Classified(old_lane, "o2", v1::VERDICT_OK)))
+                  .ok());
+  EXPECT_EQ(Query("SELECT count(*) FROM lane_writers"), 2);
+}
+
 // Two stores on one database, as two daemons: the same records written by
 // both at once are stored once.
 TEST_F(PostgresStoreTest, TwoStoresWritingTheSameTurnsStoreThemOnce) {

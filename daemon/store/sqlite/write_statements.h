@@ -10,6 +10,8 @@
 #ifndef CACHEWATCH_DAEMON_STORE_SQLITE_WRITE_STATEMENTS_H_
 #define CACHEWATCH_DAEMON_STORE_SQLITE_WRITE_STATEMENTS_H_
 
+#include "daemon/store/break_columns.h"
+
 namespace cachewatch {
 
 inline constexpr const char* kInsertToolList = R"sql(
@@ -111,17 +113,7 @@ WHERE turns.verdict IS NULL
 
 inline constexpr const char* kInsertBreak = R"sql(
 INSERT INTO prompt_cache_breaks (
-  break_id, agent, session_id, lane, provider, previous_request_id,
-  request_id, previous_model, model, primary_reason, reasons, evidence,
-  previous_cache_read_tokens, current_cache_read_tokens,
-  expected_reuse_tokens, missed_tokens, prompt_total_tokens,
-  cache_write_tokens, changed_tool_names, added_tool_names,
-  removed_tool_names, reordered_tool_names, schema_changed_tool_names,
-  changed_system_sections, first_changed_tool_index,
-  first_changed_message_block, blocks_since_last_write, gap_seconds,
-  ttl_seconds, ttl_source, estimated_extra_cost_usd,
-  previous_request_time_us, request_time_us, provider_miss_reason,
-  provider_missed_tokens, provider_agreement, event)
+  )sql" CACHEWATCH_BREAK_COLUMNS R"sql()
 VALUES (
   :break_id, :agent, :session_id, :lane, :provider, :previous_request_id,
   :request_id, :previous_model, :model, :primary_reason, :reasons, :evidence,
