@@ -3,12 +3,12 @@
 // undecodable one is refused alone with an INVALID_ARGUMENT ack and the
 // stream goes on.
 //
-// Not gRPC's callback API: on gRPC 1.51 (Debian 12) registering a callback
-// method makes gRPC poll with two threads that sleep 100 ms when idle, which
-// stalled the synchronous unary calls for up to 100 ms (docs/PERFORMANCE.md,
-// "Ack p99 at 50 % load"). Record's calls complete on a completion queue of
-// their own that RecordStreams drains with its own threads, which block in
-// CompletionQueue::Next and never sleep.
+// Not gRPC's callback API: on gRPC 1.51 (Debian 12), with Record on the
+// callback API, the synchronous unary calls stalled for up to 100 ms about
+// once a second (the callback API's pollers sleep 100 ms when idle;
+// docs/PERFORMANCE.md, "Ack p99 at 50 % load"). Record's calls complete on
+// a completion queue of their own that RecordStreams drains with its own
+// threads, which block in CompletionQueue::Next and never sleep.
 //
 // A stream reads and tracks records as they arrive; a committer thread
 // makes everything read so far durable in one store write and then queues
