@@ -286,11 +286,13 @@ int RunServer(const Config& config, const std::string& version) {
   builder.SetSyncServerOption(
       grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxIdleUnaryThreads);
   builder.RegisterService(&service);
+  service.AddRecordQueue(&builder);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
     Log(LogLevel::kError, "cannot serve gRPC", {{"address", config.listen}});
     return 1;
   }
+  service.StartRecordStreams();
   const std::string host = config.listen.substr(0, config.listen.rfind(':'));
   Log(LogLevel::kInfo, "listening",
       {{"grpc", host + ":" + std::to_string(grpc_port)},
@@ -348,6 +350,7 @@ int RunServer(const Config& config, const std::string& version) {
             std::min<std::chrono::steady_clock::duration>(remaining,
                                                           kFinalCallsGrace)));
     server->Wait();
+    service.StopRecordQueue();
   }
   proxy.reset();  // Stops forwarding; observes and commits what is queued.
   store.reset();  // Drains the queue and commits.

@@ -1,7 +1,9 @@
 #include "daemon/receiver/grpc/cachewatch_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "daemon/receiver/grpc/record_decoder.h"
 
@@ -49,7 +51,16 @@ CacheWatchService::CacheWatchService(IngestPipeline* pipeline,
       queries_(queries),
       hub_(hub),
       gate_(gate),
-      clock_(clock) {
+      clock_(clock),
+      streams_(
+          pipeline, gate, clock,
+          [this](grpc::ServerContext* context, RecordCall* call,
+                 grpc::ServerCompletionQueue* queue, void* tag) {
+            RequestRecord(context, call, queue, queue, tag);
+          },
+          [this](grpc::ServerContextBase* context) {
+            return Authenticate(context);
+          }) {
   // The method indices are the RPCs' order in service.proto, as in the
   // generated WithStreamedUnaryMethod_ classes.
   MarkMethodStreamed(0,
@@ -149,12 +160,12 @@ grpc::Status CacheWatchService::RecordUsage(
   return ToGrpc(record.status);
 }
 
-grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
-CacheWatchService::Record(grpc::CallbackServerContext* context) {
-  absl::StatusOr<std::string> client = Authenticate(context);
-  if (!client.ok()) pipeline_->Reject(RecordKind::kSnapshot, client.status());
-  return new RecordStream(client.status(), client.ok() ? *client : "",
-                          pipeline_, gate_, clock_, &streams_);
+void CacheWatchService::StartRecordStreams() {
+  // As many threads as gRPC 1.51 gave the callback API: half the cores,
+  // at least 2, at most 16.
+  const int threads = std::clamp(
+      static_cast<int>(std::thread::hardware_concurrency() / 2), 2, 16);
+  streams_.Start(threads);
 }
 
 grpc::Status CacheWatchService::ListBreaks(grpc::ServerContext* context,

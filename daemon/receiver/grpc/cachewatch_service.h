@@ -1,5 +1,5 @@
 // The gRPC receiver: the cachewatch.v1.CacheWatch service (synchronous API,
-// but Record on the callback API, record_stream.h). Ingest RPCs go through
+// but Record on the asynchronous API, record_stream.h). Ingest RPCs go through
 // the IngestPipeline and answer once the record is durable; query RPCs read
 // BreakQueries; WatchBreaks follows the BreakHub.
 //
@@ -27,14 +27,24 @@
 namespace cachewatch {
 
 class CacheWatchService final
-    : public v1::CacheWatch::WithRawCallbackMethod_Record<
-          v1::CacheWatch::Service> {
+    : public v1::CacheWatch::WithRawMethod_Record<v1::CacheWatch::Service> {
  public:
   // All pointers must outlive the service. Every call passes `gate`:
   // UNAUTHENTICATED without a valid token (when tokens are configured), and
   // ingest calls are charged to the client's rate limit.
   CacheWatchService(IngestPipeline* pipeline, BreakQueries* queries,
                     BreakHub* hub, ClientGate* gate, const Clock* clock);
+
+  // Before the server is built: adds Record's completion queue to
+  // `builder`.
+  void AddRecordQueue(grpc::ServerBuilder* builder) {
+    streams_.AddCompletionQueue(builder);
+  }
+  // After the server started: accepts Record streams.
+  void StartRecordStreams();
+  // After the server's Shutdown returned: stops Record's queue and its
+  // threads (the destructor does it otherwise).
+  void StopRecordQueue() { streams_.Shutdown(); }
 
   // For shutdown: refuses new ingest calls and Record streams with
   // UNAVAILABLE, makes every open Record stream acknowledge what it has
@@ -53,8 +63,6 @@ class CacheWatchService final
   grpc::Status RecordUsage(grpc::ServerContext* context,
                            const v1::RecordUsageRequest* request,
                            v1::RecordUsageResponse* response) override;
-  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Record(
-      grpc::CallbackServerContext* context) override;
   grpc::Status ListBreaks(grpc::ServerContext* context,
                           const v1::ListBreaksRequest* request,
                           v1::ListBreaksResponse* response) override;

@@ -25,6 +25,57 @@ v1::RecordAck AckFor(const ProcessedRecord& record) {
 
 }  // namespace
 
+RecordStreams::RecordStreams(IngestPipeline* pipeline, ClientGate* gate,
+                             const Clock* clock, RequestCall request_call,
+                             Authenticate authenticate)
+    : pipeline_(pipeline),
+      gate_(gate),
+      clock_(clock),
+      request_call_(std::move(request_call)),
+      authenticate_(std::move(authenticate)) {}
+
+RecordStreams::~RecordStreams() { Shutdown(); }
+
+void RecordStreams::AddCompletionQueue(grpc::ServerBuilder* builder) {
+  queue_ = builder->AddCompletionQueue();
+}
+
+void RecordStreams::Start(int threads) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    accepting_ = true;
+  }
+  RequestNext();
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Drain(); });
+}
+
+void RecordStreams::Drain() {
+  void* tag = nullptr;
+  bool ok = false;
+  while (queue_->Next(&tag, &ok)) {
+    static_cast<RecordStream::Operation*>(tag)->Complete(ok);
+  }
+}
+
+void RecordStreams::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    accepting_ = false;
+  }
+  if (queue_ == nullptr) return;
+  queue_->Shutdown();
+  if (threads_.empty()) Drain();  // Never started: nothing is outstanding.
+  for (std::thread& thread : threads_) thread.join();
+  threads_.clear();
+  queue_.reset();
+}
+
+void RecordStreams::RequestNext() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The stream deletes itself when its call, or the request, is over.
+  if (accepting_) new RecordStream(this);
+}
+
 void RecordStreams::StopAll() {
   std::lock_guard<std::mutex> lock(mutex_);
   stopping_ = true;
@@ -45,10 +96,8 @@ bool RecordStreams::Add(RecordStream* stream) {
 }
 
 void RecordStreams::Remove(RecordStream* stream) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    streams_.erase(stream);
-  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  streams_.erase(stream);
   ended_.notify_all();
 }
 
@@ -58,58 +107,68 @@ grpc::Status RecordStream::StoppingStatus() {
                       "is stored; resend the others once it is back");
 }
 
-RecordStream::RecordStream(absl::Status refusal, std::string client,
-                           IngestPipeline* pipeline, ClientGate* gate,
-                           const Clock* clock, RecordStreams* streams)
-    : client_(std::move(client)),
-      pipeline_(pipeline),
-      gate_(gate),
-      clock_(clock),
-      streams_(streams) {
-  if (!refusal.ok()) {
-    Finish(grpc::Status(static_cast<grpc::StatusCode>(refusal.code()),
-                        std::string(refusal.message())));
+RecordStream::RecordStream(RecordStreams* streams)
+    : streams_(streams), call_(&context_) {
+  streams_->request_call_(&context_, &call_, streams_->queue_.get(), &started_);
+}
+
+void RecordStream::OnStarted(bool ok) {
+  if (!ok) {  // The server is shutting down: no call came.
+    delete this;
     return;
   }
-  if (!streams_->Add(this)) {
-    Finish(StoppingStatus());
+  streams_->RequestNext();
+  absl::StatusOr<std::string> client = streams_->authenticate_(&context_);
+  if (!client.ok()) {
+    streams_->pipeline_->Reject(RecordKind::kSnapshot, client.status());
+    std::lock_guard<std::mutex> lock(mutex_);
+    FinishLocked(
+        grpc::Status(static_cast<grpc::StatusCode>(client.status().code()),
+                     std::string(client.status().message())));
     return;
   }
+  // Added before locking mutex_: StopAll locks the set, then each stream.
+  const bool added = streams_->Add(this);
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!added) {
+    FinishLocked(StoppingStatus());
+    return;
+  }
+  client_ = *std::move(client);
   MaybeStartRead();
   committer_ = std::thread([this] { CommitAndAcknowledge(); });
 }
 
 void RecordStream::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopping_ = true;
   changed_.notify_all();
 }
 
 ProcessedRecord RecordStream::Process(const grpc::ByteBuffer& message) {
+  IngestPipeline* const pipeline = streams_->pipeline_;
   v1::RecordRequest request;
   if (absl::Status decoded = DecodeMessage(message, request); !decoded.ok()) {
     const RecordIdentity identity =
         PeekRecordIdentity(FlattenByteBuffer(message));
-    ProcessedRecord record = pipeline_->Reject(
+    ProcessedRecord record = pipeline->Reject(
         identity.is_usage ? RecordKind::kUsage : RecordKind::kSnapshot,
         decoded);
     record.request_id = identity.request_id;
     return record;
   }
-  const absl::Status admitted = gate_->Admit(client_, 1, clock_->NowMicros());
+  const absl::Status admitted =
+      streams_->gate_->Admit(client_, 1, streams_->clock_->NowMicros());
   ProcessedRecord record =
       !admitted.ok()
-          ? pipeline_->Reject(request.has_usage() ? RecordKind::kUsage
-                                                  : RecordKind::kSnapshot,
-                              admitted)
+          ? pipeline->Reject(request.has_usage() ? RecordKind::kUsage
+                                                 : RecordKind::kSnapshot,
+                             admitted)
       : request.has_snapshot()
-          ? pipeline_->ProcessSnapshot(std::move(*request.mutable_snapshot()))
+          ? pipeline->ProcessSnapshot(std::move(*request.mutable_snapshot()))
       : request.has_usage()
-          ? pipeline_->ProcessUsage(std::move(*request.mutable_usage()))
-          : pipeline_->Reject(
+          ? pipeline->ProcessUsage(std::move(*request.mutable_usage()))
+          : pipeline->Reject(
                 RecordKind::kSnapshot,
                 absl::InvalidArgumentError("record: one of snapshot or "
                                            "usage is required"));
@@ -126,13 +185,13 @@ void RecordStream::MaybeStartRead() {
     return;
   }
   reading_ = true;
-  StartRead(&read_buffer_);
+  call_.Read(&read_buffer_, &read_);
 }
 
 void RecordStream::MaybeStartWrite() {
   if (writing_ || acks_.empty() || !write_ok_) return;
   writing_ = true;
-  StartWrite(&acks_.front());
+  call_.Write(acks_.front(), &written_);
 }
 
 void RecordStream::MaybeFinish() {
@@ -140,11 +199,22 @@ void RecordStream::MaybeFinish() {
       (write_ok_ && !acks_.empty())) {
     return;
   }
+  FinishLocked(stopping_ ? StoppingStatus() : grpc::Status::OK);
+}
+
+void RecordStream::FinishLocked(const grpc::Status& status) {
   finished_ = true;
-  Finish(stopping_ ? StoppingStatus() : grpc::Status::OK);
+  // An outstanding read (the daemon is stopping) completes when the call
+  // is over.
+  call_.Finish(status, &finished_op_);
+}
+
+bool RecordStream::DoneLocked() const {
+  return finish_done_ && !reading_ && !writing_;
 }
 
 void RecordStream::OnReadDone(bool ok) {
+  bool done = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     reading_ = false;
@@ -156,21 +226,40 @@ void RecordStream::OnReadDone(bool ok) {
       in_flight_.push_back(Process(read_buffer_));
       MaybeStartRead();
     }
+    // Under the lock: once it is released, another thread may end the
+    // stream.
+    changed_.notify_all();
+    done = DoneLocked();
   }
-  changed_.notify_all();
+  if (done) Destroy();
 }
 
 void RecordStream::OnWriteDone(bool ok) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  writing_ = false;
-  acks_.pop_front();
-  if (!ok) {  // The client is gone: its other acks have no one to read them.
-    write_ok_ = false;
-    acks_.clear();
+  bool done = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    writing_ = false;
+    acks_.pop_front();
+    if (!ok) {  // The client is gone: its other acks have no one to read them.
+      write_ok_ = false;
+      acks_.clear();
+    }
+    MaybeStartWrite();
+    MaybeStartRead();
+    MaybeFinish();
+    done = DoneLocked();
   }
-  MaybeStartWrite();
-  MaybeStartRead();
-  MaybeFinish();
+  if (done) Destroy();
+}
+
+void RecordStream::OnFinishDone(bool /*ok*/) {
+  bool done = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finish_done_ = true;
+    done = DoneLocked();
+  }
+  if (done) Destroy();
 }
 
 void RecordStream::CommitAndAcknowledge() {
@@ -183,8 +272,7 @@ void RecordStream::CommitAndAcknowledge() {
       });
       if (in_flight_.empty()) {
         committed_all_ = true;
-        // The last use of `this` on this thread: once finished, OnDone may
-        // follow as soon as the lock is released.
+        // The last use of `this` on this thread (Destroy joins it).
         MaybeFinish();
         return;
       }
@@ -194,7 +282,7 @@ void RecordStream::CommitAndAcknowledge() {
     std::vector<ProcessedRecord*> pointers;
     for (ProcessedRecord& record : batch) pointers.push_back(&record);
     // Committed even when the client has left: the tracker has seen them.
-    pipeline_->Commit(pointers);
+    streams_->pipeline_->Commit(pointers);
     std::deque<grpc::ByteBuffer> acks(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) {
       bool own_buffer = false;
@@ -209,7 +297,7 @@ void RecordStream::CommitAndAcknowledge() {
   }
 }
 
-void RecordStream::OnDone() {
+void RecordStream::Destroy() {
   streams_->Remove(this);
   std::thread committer;
   {

@@ -1,15 +1,22 @@
-// One `Record` call (bidirectional stream) on gRPC's callback API, with raw
-// messages: each record is decoded on its own (record_decoder.h), so an
+// One `Record` call (bidirectional stream) on gRPC's asynchronous API, with
+// raw messages: each record is decoded on its own (record_decoder.h), so an
 // undecodable one is refused alone with an INVALID_ARGUMENT ack and the
 // stream goes on.
 //
-// The reactor reads and tracks records as they arrive; a committer thread
+// Not gRPC's callback API: on gRPC 1.51 (Debian 12), with Record on the
+// callback API, the synchronous unary calls stalled for up to 100 ms about
+// once a second (the callback API's pollers sleep 100 ms when idle;
+// docs/PERFORMANCE.md, "Ack p99 at 50 % load"). Record's calls complete on
+// a completion queue of their own that RecordStreams drains with its own
+// threads, which block in CompletionQueue::Next and never sleep.
+//
+// A stream reads and tracks records as they arrive; a committer thread
 // makes everything read so far durable in one store write and then queues
-// its acks, so a busy stream commits in batches. The reactor writes the
-// queued acks one after the other, each from the completion of the one
-// before (no thread hand-off per ack). At most kMaxInFlight records wait for
-// a commit or for their ack to be written; beyond that the reactor stops
-// reading (flow control back to the client).
+// its acks, so a busy stream commits in batches. The acks are written one
+// after the other, each from the completion of the one before (no thread
+// hand-off per ack). At most kMaxInFlight records wait for a commit or for
+// their ack to be written; beyond that the stream stops reading (flow
+// control back to the client).
 //
 // A stream ends with OK when the client half-closes and every ack has been
 // written. Stop() (shutdown) makes it read no more, commit and acknowledge
@@ -17,24 +24,28 @@
 // stopping; a record the client sent that was not acknowledged was not
 // stored.
 //
-// RecordStreams tracks the open streams for shutdown. Both classes are
-// thread-safe; a RecordStream deletes itself when its call is done.
+// Both classes are thread-safe; a RecordStream deletes itself once its call
+// is done and none of its operations is outstanding.
 #ifndef CACHEWATCH_DAEMON_RECEIVER_GRPC_RECORD_STREAM_H_
 #define CACHEWATCH_DAEMON_RECEIVER_GRPC_RECORD_STREAM_H_
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
-#include <grpcpp/support/server_callback.h>
+#include <grpcpp/support/async_stream.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "daemon/pipeline/clock.h"
 #include "daemon/pipeline/ingest_pipeline.h"
 #include "daemon/receiver/grpc/client_gate.h"
@@ -43,49 +54,96 @@ namespace cachewatch {
 
 class RecordStream;
 
-// The set of open Record streams.
+using RecordCall =
+    grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+
+// The Record method's server side: the completion queue its calls run on,
+// the threads that drain it, and the set of open streams.
+//
+// Lifecycle: AddCompletionQueue before the server is built; Start after it
+// started; StopAll and WaitUntilAllEnded for shutdown; Shutdown once the
+// server's Shutdown has returned (or the destructor does it).
 class RecordStreams {
  public:
-  // Stops every open stream and refuses new ones (Add answers false).
+  // Asks gRPC for the next Record call (the generated RequestRecord).
+  using RequestCall =
+      std::function<void(grpc::ServerContext*, RecordCall*,
+                         grpc::ServerCompletionQueue*, void* tag)>;
+  // The caller's identity, or why it is refused (UNAUTHENTICATED).
+  using Authenticate =
+      std::function<absl::StatusOr<std::string>(grpc::ServerContextBase*)>;
+
+  // The pointers must outlive this object.
+  RecordStreams(IngestPipeline* pipeline, ClientGate* gate, const Clock* clock,
+                RequestCall request_call, Authenticate authenticate);
+  ~RecordStreams();
+  RecordStreams(const RecordStreams&) = delete;
+  RecordStreams& operator=(const RecordStreams&) = delete;
+
+  // Adds Record's completion queue to `builder`.
+  void AddCompletionQueue(grpc::ServerBuilder* builder);
+  // Starts accepting Record calls, with `threads` threads draining the
+  // queue.
+  void Start(int threads);
+  // Stops every open stream and refuses new ones with UNAVAILABLE.
   void StopAll();
   // Waits until every stream has ended or `deadline`; true if all ended.
   bool WaitUntilAllEnded(std::chrono::steady_clock::time_point deadline);
+  // After the server's Shutdown returned: accepts no more calls, shuts the
+  // queue down and waits for its threads. Idempotent.
+  void Shutdown();
 
  private:
   friend class RecordStream;
+  // Asks for the next call unless Shutdown began.
+  void RequestNext();
   bool Add(RecordStream* stream);
   void Remove(RecordStream* stream);
+  void Drain();
+
+  IngestPipeline* const pipeline_;
+  ClientGate* const gate_;
+  const Clock* const clock_;
+  const RequestCall request_call_;
+  const Authenticate authenticate_;
+  std::unique_ptr<grpc::ServerCompletionQueue> queue_;
+  std::vector<std::thread> threads_;
 
   std::mutex mutex_;
   std::condition_variable ended_;
+  bool accepting_ = false;           // Guarded by mutex_.
   bool stopping_ = false;            // Guarded by mutex_.
   std::set<RecordStream*> streams_;  // Guarded by mutex_.
 };
 
-class RecordStream final
-    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+class RecordStream final {
  public:
   // Records a stream may have read but not yet committed.
   static constexpr size_t kMaxInFlight = 1024;
   // The status of a stream the daemon ended because it is stopping.
   static grpc::Status StoppingStatus();
 
-  // Starts a stream for the authenticated `client`, or, when `refusal` is
-  // not OK, ends it at once with that status. The pointers must outlive
-  // every stream.
-  RecordStream(absl::Status refusal, std::string client,
-               IngestPipeline* pipeline, ClientGate* gate, const Clock* clock,
-               RecordStreams* streams);
+  // A tag on the completion queue: the operation of `stream` that
+  // completed. RecordStreams' threads call Complete with the queue's `ok`.
+  struct Operation {
+    RecordStream* stream;
+    void (RecordStream::*on_done)(bool ok);
+    void Complete(bool ok) { (stream->*on_done)(ok); }
+  };
+
+  // Waits for the next Record call on `streams`' queue.
+  explicit RecordStream(RecordStreams* streams);
 
   // For shutdown; see the file comment.
   void Stop();
 
-  void OnReadDone(bool ok) override;
-  void OnWriteDone(bool ok) override;
-  void OnDone() override;
-
  private:
-  ~RecordStream() override = default;
+  ~RecordStream() = default;
+  // The completions of the four kinds of operation.
+  void OnStarted(bool ok);
+  void OnReadDone(bool ok);
+  void OnWriteDone(bool ok);
+  void OnFinishDone(bool ok);
   // The committer thread's loop.
   void CommitAndAcknowledge();
   // Decodes, admits and tracks one record.
@@ -97,12 +155,20 @@ class RecordStream final
   void MaybeStartRead();
   void MaybeStartWrite();
   void MaybeFinish();
+  void FinishLocked(const grpc::Status& status);
+  // Requires mutex_: the call is over and nothing is outstanding.
+  bool DoneLocked() const;
+  // Called without mutex_ once DoneLocked: ends the stream and deletes it.
+  void Destroy();
 
-  const std::string client_;
-  IngestPipeline* const pipeline_;
-  ClientGate* const gate_;
-  const Clock* const clock_;
   RecordStreams* const streams_;
+  grpc::ServerContext context_;
+  RecordCall call_;
+  Operation started_{this, &RecordStream::OnStarted};
+  Operation read_{this, &RecordStream::OnReadDone};
+  Operation written_{this, &RecordStream::OnWriteDone};
+  Operation finished_op_{this, &RecordStream::OnFinishDone};
+  std::string client_;            // Set before the first read.
   grpc::ByteBuffer read_buffer_;  // Owned by the outstanding read.
 
   std::mutex mutex_;
@@ -118,6 +184,7 @@ class RecordStream final
   bool writing_ = false;        // A write is outstanding. Guarded by mutex_.
   bool write_ok_ = true;        // Every write so far. Guarded by mutex_.
   bool finished_ = false;       // Finish() was called. Guarded by mutex_.
+  bool finish_done_ = false;    // Finish completed. Guarded by mutex_.
   std::thread committer_;
 };
 
