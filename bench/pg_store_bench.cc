@@ -3,9 +3,10 @@
 //
 // A PostgreSQL 15 server is started for the run (tests/support/
 // postgres_process.h; fsync off on both sides, synchronous_commit on):
-//   - store: kWriters threads each call PostgresStore::Write with batches of
-//     kTurnsPerWrite turns (records.h: a 50-tool snapshot, a usage with raw
-//     JSON, an OK classification: three records, one turns row per turn),
+//   - store: W writer threads (--writers, default 4) each call
+//     PostgresStore::Write with batches of kTurnsPerWrite turns (records.h:
+//     a 50-tool snapshot, a usage with raw JSON, an OK classification: three
+//     records, one turns row per turn),
 //     as stream handlers do; group commit joins them.
 //   - raw: one connection, COPY of kRowsPerCopy fully populated turns rows
 //     per transaction into the store's own (partitioned, indexed) turns
@@ -13,10 +14,15 @@
 // The records are built before the clock starts. Prints both rates, the
 // ratio and PASS/FAIL against the target (store >= 50 % of raw).
 //
-// Usage: pg_store_bench [--turns=N] (per writer thread; default 5000)
+// Usage: pg_store_bench [--turns=N] [--writers=W]
+//   N turns per writer thread (default 5000), W writer threads (default 4).
+//   More writers make bigger group commits (up to the queue's
+//   max_batch_records, 1000 records = 333 turns): how the ratio depends on
+//   the batch size.
 #include <libpq-fe.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -34,7 +40,7 @@
 namespace cachewatch::bench {
 namespace {
 
-constexpr int kWriters = 4;
+constexpr int kDefaultWriters = 4;
 constexpr int kTurnsPerWrite = 50;
 constexpr int kRowsPerCopy = 1000;
 constexpr double kTarget = 0.5;
@@ -177,8 +183,18 @@ double RunRaw(const std::string& url,
 }
 
 int Main(int argc, char** argv) {
+  int writers = kDefaultWriters;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--writers=", 10) == 0) {
+      writers = std::max(1, std::atoi(argv[i] + 10));
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
   const std::optional<int> turns_per_writer =
-      TurnsPerWriterFlag(argc, argv, "pg_store_bench", 5000, kTurnsPerWrite);
+      TurnsPerWriterFlag(static_cast<int>(args.size()), args.data(),
+                         "pg_store_bench", 5000, kTurnsPerWrite);
   if (!turns_per_writer.has_value()) return 2;
   std::unique_ptr<testing::PostgresProcess> server =
       testing::PostgresProcess::Start();
@@ -187,7 +203,7 @@ int Main(int argc, char** argv) {
     Die("cannot create the databases");
   }
   const std::vector<std::vector<StoreTurn>> turns =
-      MakeWritersTurns(kWriters, *turns_per_writer);
+      MakeWritersTurns(writers, *turns_per_writer);
   const double raw_rate = RunRaw(server->Url("raw"), turns);
   const double store_rate = RunStore(server->Url("store"), turns);
   const double ratio = store_rate / raw_rate;
@@ -195,7 +211,7 @@ int Main(int argc, char** argv) {
       "pg_store_bench: %d turns; PostgresStore::Write %.0f turns/s (%d "
       "writers, %d turns/Write, 3 records/turn), raw COPY %.0f rows/s (%d "
       "rows/transaction); ratio %.2f (target >= %.2f) %s\n",
-      kWriters * *turns_per_writer, store_rate, kWriters, kTurnsPerWrite,
+      writers * *turns_per_writer, store_rate, writers, kTurnsPerWrite,
       raw_rate, kRowsPerCopy, ratio, kTarget,
       ratio >= kTarget ? "PASS" : "FAIL");
   return 0;
