@@ -98,7 +98,8 @@ auto SqliteStore::WithLookup(const Query& query) {
 
 SqliteStore::~SqliteStore() {
   // Orders every call that has returned, on whichever thread, before the
-  // connections close below: each ran under one of these mutexes. The caller
+  // member destructors, after this body, close the connections: each call
+  // ran under one of these mutexes. The caller
   // knows no call is in progress, but may know it through synchronization
   // ThreadSanitizer cannot see: the daemon destroys the store after
   // grpc::Server::Shutdown() has waited for its handler threads inside
