@@ -99,12 +99,11 @@ auto SqliteStore::WithLookup(const Query& query) {
 SqliteStore::~SqliteStore() {
   // Orders every call that has returned, on whichever thread, before the
   // member destructors, after this body, close the connections: each call
-  // ran under one of these mutexes. The caller
-  // knows no call is in progress, but may know it through synchronization
-  // ThreadSanitizer cannot see: the daemon destroys the store after
-  // grpc::Server::Shutdown() has waited for its handler threads inside
-  // Debian's uninstrumented gRPC, and TSan reported the close as racing with
-  // the handlers' last queries.
+  // ran under one of these mutexes. The caller knows no call is in progress,
+  // but may know it through synchronization ThreadSanitizer cannot see: the
+  // daemon destroys the store after grpc::Server::Shutdown() has waited for
+  // its handler threads inside Debian's uninstrumented gRPC, and TSan
+  // reported the close as racing with the handlers' last queries.
   { std::lock_guard<std::mutex> lock(writer_mu_); }
   { std::lock_guard<std::mutex> lock(reader_mu_); }
   for (const std::unique_ptr<Lookup>& lookup : lookups_) {
