@@ -92,7 +92,9 @@ class SqliteStore final : public RecordStore, public BreakQueries {
   SqliteStore& operator=(const SqliteStore&) = delete;
 
   // Drains the queue, then closes the database. No other call may be in
-  // progress or follow.
+  // progress or follow; calls that returned on other threads are ordered
+  // before the close through the store's own mutexes, so the caller may have
+  // learnt of their return in any way (even one ThreadSanitizer cannot see).
   ~SqliteStore() override;
 
   // Queues `writes` as one unit (committed all together or not at all, in
