@@ -28,6 +28,14 @@ PgPool::PgPool(std::string conninfo, size_t size,
 }
 
 absl::StatusOr<PgPool::Lease> PgPool::Acquire() {
+  return Acquire(/*honor_backoff=*/true);
+}
+
+absl::StatusOr<PgPool::Lease> PgPool::AcquireNow() {
+  return Acquire(/*honor_backoff=*/false);
+}
+
+absl::StatusOr<PgPool::Lease> PgPool::Acquire(bool honor_backoff) {
   std::unique_ptr<PgConnection> connection;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -39,7 +47,7 @@ absl::StatusOr<PgPool::Lease> PgPool::Acquire() {
     connection = std::move(*live);
     idle_.erase(live);
     if (connection != nullptr && !connection->ok()) connection.reset();
-    if (connection == nullptr &&
+    if (connection == nullptr && honor_backoff &&
         std::chrono::steady_clock::now() < next_attempt_) {
       idle_.push_back(nullptr);
       released_.notify_one();

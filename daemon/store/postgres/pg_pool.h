@@ -3,6 +3,8 @@
 // Acquire(); while the server cannot be reached, connection attempts back
 // off exponentially (100 ms doubling to 1 s) and Acquire() answers
 // Unavailable at once in between, so a down server costs callers nothing.
+// AcquireNow() is for health probes, which must tell whether the server can
+// be reached now: it attempts the connection even while backing off.
 //
 // Thread-safe.
 #ifndef CACHEWATCH_DAEMON_STORE_POSTGRES_PG_POOL_H_
@@ -52,6 +54,13 @@ class PgPool {
   // when the server cannot be reached (or is backing off).
   absl::StatusOr<Lease> Acquire();
 
+  // Like Acquire(), but a missing connection is attempted even while the
+  // pool is backing off (its outcome ends or extends the backoff as any
+  // attempt does): a server back since the last failed attempt is found at
+  // once, not up to a backoff later. For callers that rate-limit themselves
+  // (a prober, a health check each second).
+  absl::StatusOr<Lease> AcquireNow();
+
   // True while the last connection attempt failed (until one succeeds).
   bool backing_off() const;
 
@@ -59,6 +68,7 @@ class PgPool {
   size_t size() const { return size_; }
 
  private:
+  absl::StatusOr<Lease> Acquire(bool honor_backoff);
   void Release(std::unique_ptr<PgConnection> connection);
 
   const std::string conninfo_;

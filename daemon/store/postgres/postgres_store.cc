@@ -666,7 +666,7 @@ void PostgresStore::ProbeLoop() {
     lock.unlock();
     absl::Status status;
     {
-      absl::StatusOr<PgPool::Lease> connection = readers_->Acquire();
+      absl::StatusOr<PgPool::Lease> connection = readers_->AcquireNow();
       status = connection.ok() ? (*connection)->Exec("SELECT 1")
                                : connection.status();
     }
@@ -884,10 +884,13 @@ absl::Status PostgresStore::ProbeWritable() {
   absl::Status status;
   // After a server restart every idle connection may be one the server
   // dropped: each failed use discards it and the pool replaces it, so up to
-  // one attempt per connection, plus the one that connects anew. A pool that
-  // cannot connect answers at once, which ends the attempts.
+  // one attempt per connection, plus the one that connects anew. A failed
+  // connection attempt ends the attempts. The pool's backoff does not
+  // answer for the probe: a failed attempt (the prober's, or this probe's
+  // while the server was down) would otherwise make the probe report a
+  // server back since then unreachable for up to a second more.
   for (size_t attempt = 0; attempt <= readers_->size(); ++attempt) {
-    absl::StatusOr<PgPool::Lease> connection = readers_->Acquire();
+    absl::StatusOr<PgPool::Lease> connection = readers_->AcquireNow();
     if (!connection.ok()) {
       status = connection.status();
       break;

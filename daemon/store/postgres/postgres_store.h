@@ -29,7 +29,9 @@
 // safe to retry, writes being idempotent), stats() reports the store
 // unhealthy (a prober checks the server every `probe_interval`), and writes
 // succeed again once the server is back: lost connections are replaced,
-// with exponential backoff between attempts (PgPool).
+// with exponential backoff between attempts (PgPool). The prober and
+// ProbeWritable() connect regardless of that backoff: they answer for the
+// server as it is now.
 //
 // Thread-safe: every method may be called concurrently.
 #ifndef CACHEWATCH_DAEMON_STORE_POSTGRES_POSTGRES_STORE_H_

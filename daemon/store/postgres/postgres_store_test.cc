@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/store/postgres/pg_connection.h"
+#include "daemon/store/postgres/pg_pool.h"
 #include "daemon/store/postgres/pg_schema.h"
 #include "daemon/store/sqlite/store_test_util.h"
 #include "daemon/store/stale_lanes.h"
@@ -425,7 +426,8 @@ TEST_F(PostgresStoreTest, RestartMidRunLosesNothingAcknowledged) {
     absl::SleepFor(absl::Milliseconds(50));
   }
   EXPECT_FALSE(store->stats().last_commit_failed);
-  EXPECT_TRUE(store->ProbeWritable().ok());
+  const absl::Status probed_again = store->ProbeWritable();
+  EXPECT_TRUE(probed_again.ok()) << probed_again;
 
   std::set<std::string> stored;
   const std::string out =
@@ -437,6 +439,41 @@ TEST_F(PostgresStoreTest, RestartMidRunLosesNothingAcknowledged) {
   }
   for (const std::string& id : acked) {
     EXPECT_TRUE(stored.contains(id)) << "acknowledged but lost: " << id;
+  }
+}
+
+// The store's health probe answers for the server as it is now: a server
+// back since the probe last failed is found writable at once, however far
+// the failed attempts before pushed the pool's reconnect backoff (to 1 s
+// after five of them; a PostgreSQL restart takes less here).
+TEST_F(PostgresStoreTest, ProbeWritableFindsARestartedServerAtOnce) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->ProbeWritable().ok());
+  ASSERT_TRUE(server_->Stop("immediate"));
+  for (int i = 0; i < 5; ++i) {
+    const absl::Status probed = store->ProbeWritable();
+    EXPECT_TRUE(absl::IsUnavailable(probed)) << probed;
+  }
+  ASSERT_TRUE(server_->Restart());
+  const absl::Status probed = store->ProbeWritable();
+  EXPECT_TRUE(probed.ok()) << probed;
+}
+
+// Acquire() answers at once while the pool backs off from a failed
+// connection attempt; AcquireNow() attempts the connection every time.
+TEST(PgPoolTest, AcquireNowAttemptsTheConnectionWhileBackingOff) {
+  PgPool pool("postgresql://postgres@127.0.0.1:1/none", 2,
+              std::chrono::milliseconds(3000), nullptr);
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<PgPool::Lease> lease = pool.AcquireNow();
+    ASSERT_TRUE(absl::IsUnavailable(lease.status())) << lease.status();
+    EXPECT_NE(lease.status().message().find("cannot connect"),
+              std::string::npos)
+        << lease.status();
+    EXPECT_EQ(lease.status().message().find("retrying"), std::string::npos)
+        << lease.status();
+    EXPECT_TRUE(pool.backing_off());
   }
 }
 
