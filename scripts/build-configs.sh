@@ -4,9 +4,12 @@
 # (-DCACHEWATCH_WERROR=ON): Debug (-O0 -g), RelWithDebInfo (-O2 -g, the
 # default development type; the sanitizer builds use it too, but with
 # sanitizer flags that change what GCC warns about) and Release (-O3, where
-# GCC's optimizer reports warnings the other types do not). Tests' sources
-# are compiled (they are where such warnings were), not run: the suite runs
-# in the sanitizer builds (scripts/run-sanitizers.sh).
+# GCC's optimizer reports warnings the other types do not). Debug and
+# RelWithDebInfo compile what a user builds (libraries, daemon, CLI, client;
+# -DCACHEWATCH_BUILD_TESTS=OFF): the tests' sources are compiled at -O2 in
+# the sanitizer builds already. Release compiles the tests' sources too (its
+# -O3 is where warnings in them were found), without running them: the suite
+# runs in the sanitizer builds (scripts/run-sanitizers.sh).
 # Benchmarks are not built (they are EXCLUDE_FROM_ALL).
 #
 # Usage: scripts/build-configs.sh [Debug|RelWithDebInfo|Release|all]   (default: all)
@@ -19,10 +22,12 @@ which=${1:-all}
 
 build() {  # build <CMAKE_BUILD_TYPE>
   local type=$1 dir="${prefix}$(echo "$1" | tr '[:upper:]' '[:lower:]')"
-  echo "== build-configs: $type in $dir (clean)"
+  local tests=OFF
+  [[ $type == Release ]] && tests=ON
+  echo "== build-configs: $type in $dir (clean, tests' sources: $tests)"
   rm -rf "$dir"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$type" -DCACHEWATCH_WERROR=ON \
-    >/dev/null
+    -DCACHEWATCH_BUILD_TESTS="$tests" >/dev/null
   cmake --build "$dir" -j"$JOBS"
 }
 
