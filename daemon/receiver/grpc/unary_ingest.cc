@@ -1,0 +1,196 @@
+#include "daemon/receiver/grpc/unary_ingest.h"
+
+#include <grpcpp/impl/codegen/proto_utils.h>
+
+#include <string>
+#include <utility>
+
+#include "cachewatch/v1/service.pb.h"
+#include "daemon/receiver/grpc/queue_tag.h"
+#include "daemon/receiver/grpc/record_decoder.h"
+
+namespace cachewatch {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+template <typename Response>
+grpc::ByteBuffer Serialized(const Response& response) {
+  grpc::ByteBuffer bytes;
+  bool own_buffer = false;
+  grpc::SerializationTraits<Response>::Serialize(response, &bytes, &own_buffer);
+  return bytes;
+}
+
+}  // namespace
+
+// One RecordSnapshot or RecordUsage call, from its request to its answer.
+class UnaryIngest::Call {
+ public:
+  Call(UnaryIngest* ingest, RecordKind kind) : ingest_(ingest), kind_(kind) {}
+
+  // Asks gRPC for a call of this kind on `queue`.
+  void Request(grpc::ServerCompletionQueue* queue) {
+    const RequestCall& request = kind_ == RecordKind::kUsage
+                                     ? ingest_->request_usage_
+                                     : ingest_->request_snapshot_;
+    request(&context_, &request_, &responder_, queue, started_.Tag());
+  }
+
+  // Answers with the record's status, and its response when OK. The call
+  // may be deleted (on another thread) as soon as this returns.
+  void Answer() {
+    if (!record_.status.ok()) {
+      Refuse(ToGrpc(record_.status));
+      return;
+    }
+    grpc::ByteBuffer reply;
+    if (kind_ == RecordKind::kUsage) {
+      v1::RecordUsageResponse response;
+      response.set_duplicate(record_.duplicate);
+      *response.mutable_classification() = record_.classification;
+      reply = Serialized(response);
+    } else {
+      v1::RecordSnapshotResponse response;
+      response.set_duplicate(record_.duplicate);
+      reply = Serialized(response);
+    }
+    responder_.Finish(reply, grpc::Status::OK, finished_.Tag());
+  }
+  void Refuse(const grpc::Status& status) {
+    responder_.FinishWithError(status, finished_.Tag());
+  }
+
+  RecordKind kind() const { return kind_; }
+  grpc::ServerContext* context() { return &context_; }
+  const grpc::ByteBuffer& request() const { return request_; }
+  ProcessedRecord& record() { return record_; }
+
+ private:
+  ~Call() = default;
+  void OnStarted(bool ok) {
+    if (!ok) {  // The server is shutting down: no call came.
+      delete this;
+      return;
+    }
+    ingest_->RequestNext(kind_);
+    ingest_->Serve(this);
+  }
+  void OnFinished(bool /*ok*/) { delete this; }
+
+  UnaryIngest* const ingest_;
+  const RecordKind kind_;
+  grpc::ServerContext context_;
+  grpc::ByteBuffer request_;
+  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> responder_{&context_};
+  MemberTag<Call> started_{this, &Call::OnStarted};
+  MemberTag<Call> finished_{this, &Call::OnFinished};
+  ProcessedRecord record_;
+};
+
+UnaryIngest::UnaryIngest(IngestPipeline* pipeline, RequestCall request_snapshot,
+                         RequestCall request_usage, Admit admit)
+    : pipeline_(pipeline),
+      request_snapshot_(std::move(request_snapshot)),
+      request_usage_(std::move(request_usage)),
+      admit_(std::move(admit)) {}
+
+void UnaryIngest::Start(grpc::ServerCompletionQueue* queue, int calls) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_ = queue;
+    accepting_ = true;
+  }
+  for (int i = 0; i < calls; ++i) {
+    RequestNext(RecordKind::kSnapshot);
+    RequestNext(RecordKind::kUsage);
+  }
+}
+
+void UnaryIngest::StopAccepting() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  accepting_ = false;
+}
+
+void UnaryIngest::RequestNext(RecordKind kind) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The call deletes itself when it is answered, or the request is over.
+  if (accepting_) (new Call(this, kind))->Request(queue_);
+}
+
+void UnaryIngest::Serve(Call* call) {
+  const RecordKind kind = call->kind();
+  ProcessedRecord& record = call->record();
+  if (kind == RecordKind::kUsage) {
+    v1::RecordUsageRequest request;
+    if (absl::Status decoded = DecodeMessage(call->request(), request);
+        !decoded.ok()) {
+      pipeline_->Reject(kind, decoded);
+      call->Refuse(ToGrpc(decoded));
+      return;
+    }
+    if (absl::Status admitted = admit_(call->context(), kind); !admitted.ok()) {
+      call->Refuse(ToGrpc(admitted));
+      return;
+    }
+    record = request.has_usage()
+                 ? pipeline_->ProcessUsage(std::move(*request.mutable_usage()))
+                 : pipeline_->Reject(
+                       kind, absl::InvalidArgumentError("usage: required"));
+  } else {
+    v1::RecordSnapshotRequest request;
+    if (absl::Status decoded = DecodeMessage(call->request(), request);
+        !decoded.ok()) {
+      pipeline_->Reject(kind, decoded);
+      call->Refuse(ToGrpc(decoded));
+      return;
+    }
+    if (absl::Status admitted = admit_(call->context(), kind); !admitted.ok()) {
+      call->Refuse(ToGrpc(admitted));
+      return;
+    }
+    record =
+        request.has_snapshot()
+            ? pipeline_->ProcessSnapshot(std::move(*request.mutable_snapshot()))
+            : pipeline_->Reject(
+                  kind, absl::InvalidArgumentError("snapshot: required"));
+  }
+  // A rejected record has nothing to commit (IngestPipeline::Commit skips
+  // it): its refusal is its answer.
+  if (!record.status.ok()) {
+    call->Answer();
+    return;
+  }
+  CommitAndAnswer(call);
+}
+
+void UnaryIngest::CommitAndAnswer(Call* call) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_.push_back(call);
+    if (committing_) return;  // The committing thread takes it next.
+    committing_ = true;
+  }
+  for (;;) {
+    std::vector<Call*> batch;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (pending_.empty()) {
+        committing_ = false;
+        return;
+      }
+      batch.swap(pending_);
+    }
+    std::vector<ProcessedRecord*> records;
+    records.reserve(batch.size());
+    for (Call* pending : batch) records.push_back(&pending->record());
+    pipeline_->Commit(std::move(records));
+    for (Call* pending : batch) pending->Answer();
+  }
+}
+
+}  // namespace cachewatch
