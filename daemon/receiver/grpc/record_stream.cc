@@ -53,7 +53,7 @@ void RecordStreams::Drain() {
   void* tag = nullptr;
   bool ok = false;
   while (queue_->Next(&tag, &ok)) {
-    static_cast<QueueTag*>(tag)->Complete(ok);
+    static_cast<RecordStream::Operation*>(tag)->Complete(ok);
   }
 }
 
@@ -109,8 +109,7 @@ grpc::Status RecordStream::StoppingStatus() {
 
 RecordStream::RecordStream(RecordStreams* streams)
     : streams_(streams), call_(&context_) {
-  streams_->request_call_(&context_, &call_, streams_->queue_.get(),
-                          started_.Tag());
+  streams_->request_call_(&context_, &call_, streams_->queue_.get(), &started_);
 }
 
 void RecordStream::OnStarted(bool ok) {
@@ -186,13 +185,13 @@ void RecordStream::MaybeStartRead() {
     return;
   }
   reading_ = true;
-  call_.Read(&read_buffer_, read_.Tag());
+  call_.Read(&read_buffer_, &read_);
 }
 
 void RecordStream::MaybeStartWrite() {
   if (writing_ || acks_.empty() || !write_ok_) return;
   writing_ = true;
-  call_.Write(acks_.front(), written_.Tag());
+  call_.Write(acks_.front(), &written_);
 }
 
 void RecordStream::MaybeFinish() {
@@ -207,7 +206,7 @@ void RecordStream::FinishLocked(const grpc::Status& status) {
   finished_ = true;
   // An outstanding read (the daemon is stopping) completes when the call
   // is over.
-  call_.Finish(status, finished_op_.Tag());
+  call_.Finish(status, &finished_op_);
 }
 
 bool RecordStream::DoneLocked() const {
