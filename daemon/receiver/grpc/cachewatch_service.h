@@ -57,12 +57,6 @@ class CacheWatchService final
     return streams_.WaitUntilAllEnded(deadline);
   }
 
-  grpc::Status RecordSnapshot(grpc::ServerContext* context,
-                              const v1::RecordSnapshotRequest* request,
-                              v1::RecordSnapshotResponse* response) override;
-  grpc::Status RecordUsage(grpc::ServerContext* context,
-                           const v1::RecordUsageRequest* request,
-                           v1::RecordUsageResponse* response) override;
   grpc::Status ListBreaks(grpc::ServerContext* context,
                           const v1::ListBreaksRequest* request,
                           v1::ListBreaksResponse* response) override;
@@ -80,6 +74,14 @@ class CacheWatchService final
   // The caller's identity, or UNAUTHENTICATED.
   absl::StatusOr<std::string> Authenticate(
       grpc::ServerContextBase* context) const;
+  // RecordSnapshot and RecordUsage on a decoded request, whose record they
+  // move into the pipeline.
+  grpc::Status RecordSnapshot(grpc::ServerContext* context,
+                              v1::RecordSnapshotRequest& request,
+                              v1::RecordSnapshotResponse& response);
+  grpc::Status RecordUsage(grpc::ServerContext* context,
+                           v1::RecordUsageRequest& request,
+                           v1::RecordUsageResponse& response);
   // RecordSnapshot and RecordUsage on raw bytes: decode, then as above.
   grpc::Status DecodeAndRecordSnapshot(
       grpc::ServerContext* context,
