@@ -77,7 +77,8 @@ std::string DumpStore(const std::string& path) {
 // differently or NULL: a snapshot without provider, model, request time or
 // expected drop, and one with them; a retry of each with other values; a
 // usage and its retry; a pending verdict, a final one and a break, with
-// three different expected drops.
+// three different expected drops; and, stored before, another pending
+// verdict and another final one.
 enum class Rec {
   kBare,
   kFull,
@@ -86,7 +87,9 @@ enum class Rec {
   kUsageRetry,
   kPending,
   kFinal,
-  kBreak
+  kBreak,
+  kStoredPending,
+  kStoredFinal
 };
 
 StoreWrite Make(Rec rec, const LaneKey& key, const std::string& id) {
@@ -129,6 +132,13 @@ StoreWrite Make(Rec rec, const LaneKey& key, const std::string& id) {
       write.classification.set_expected_drop(v1::EXPECTED_DROP_CACHE_EDIT);
       return write;
     }
+    case Rec::kStoredPending: {
+      ClassificationWrite write = Classified(key, id, v1::VERDICT_PENDING);
+      write.classification.set_expected_reuse_tokens(7);
+      return write;
+    }
+    case Rec::kStoredFinal:
+      return Classified(key, id, v1::VERDICT_COLD_START);
     case Rec::kBreak: {
       ClassificationWrite write =
           BreakWrite(FullBreak(key, "r0", id, kT0 + 5 * kSecond));
@@ -145,8 +155,12 @@ StoreWrite Make(Rec rec, const LaneKey& key, const std::string& id) {
 // record set, each a turn of its own, written after its stored state, as
 // one batch into one store and one record per batch into the other.
 TEST_F(StoreTest, MergedTurnsWriteWhatOneUpsertPerRecordWrites) {
-  const std::vector<std::vector<Rec>> stored = {
-      {}, {Rec::kPending}, {Rec::kFinal}, {Rec::kUsage}, {Rec::kBare}};
+  const std::vector<std::vector<Rec>> stored = {{},
+                                                {Rec::kStoredPending},
+                                                {Rec::kStoredFinal},
+                                                {Rec::kUsageRetry},
+                                                {Rec::kSnapshotRetry},
+                                                {Rec::kBare}};
   const std::vector<std::vector<Rec>> sets = {
       {Rec::kBare, Rec::kUsage, Rec::kBreak},
       {Rec::kBare, Rec::kUsage, Rec::kPending, Rec::kFinal},
@@ -232,7 +246,17 @@ TEST_F(StoreTest, AWholeTurnInOneBatchIsStoredAsItsRecordsSay) {
                      "snapshot_received = 1 AND usage_received = 1"),
             1);
   EXPECT_EQ(CountRows("prompt_cache_breaks"), 1);
-  EXPECT_EQ(CountRows("turns"), 3);
+  // A pending verdict stored: another pending one with the usage leaves it.
+  ASSERT_TRUE(store->Write({Make(Rec::kStoredPending, key, "r4")}).ok());
+  ASSERT_TRUE(store
+                  ->Write({Make(Rec::kUsage, key, "r4"),
+                           Make(Rec::kPending, key, "r4")})
+                  .ok());
+  EXPECT_EQ(QueryInt("SELECT count(*) FROM turns WHERE request_id = 'r4' AND "
+                     "verdict = 'pending' AND expected_reuse_tokens = 7 AND "
+                     "expected_drop IS NULL AND usage_received = 1"),
+            1);
+  EXPECT_EQ(CountRows("turns"), 4);
 }
 
 // The connection remembers which lists are stored and skips their upsert;
