@@ -10,7 +10,6 @@
 #include <map>
 #include <random>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <variant>
 
@@ -26,6 +25,7 @@
 #include "daemon/store/postgres/pg_write_statements.h"
 #include "daemon/store/sqlite/columns.h"
 #include "daemon/store/stale_lanes.h"
+#include "daemon/store/turn_merge.h"
 #include "daemon/util/status_macros.h"
 
 namespace cachewatch {
@@ -258,10 +258,10 @@ class BatchBuilder {
         snapshot.has_request_time()
             ? TimeUtil::TimestampToMicroseconds(snapshot.request_time())
             : now_us_;
-    MergedTurn& turn = TurnOf(write.key, snapshot.request_id());
     Touch(write.key, time_us);
-    if (turn.snapshot != nullptr) return;  // The first one counts.
-    turn.snapshot = &write;
+    const std::optional<size_t> index = merger_.Add(write);
+    if (!index.has_value()) return;  // The first one counts.
+    TurnTimes& turn = TimesOf(*index);
     turn.snapshot_time_us = time_us;
     turn.list_hash = std::move(list_hash);
     turn.Window(time_us - kTurnWindowUs, time_us + kTurnWindowUs);
@@ -272,10 +272,10 @@ class BatchBuilder {
         write.usage.has_response_time()
             ? TimeUtil::TimestampToMicroseconds(write.usage.response_time())
             : now_us_;
-    MergedTurn& turn = TurnOf(write.key, write.usage.request_id());
     Touch(write.key, time_us);
-    if (turn.usage != nullptr) return;  // The first one counts.
-    turn.usage = &write;
+    const std::optional<size_t> index = merger_.Add(write);
+    if (!index.has_value()) return;  // The first one counts.
+    TurnTimes& turn = TimesOf(*index);
     turn.usage_time_us = time_us;
     turn.Window(time_us - kTurnWindowUs, time_us + kTurnWindowUs);
   }
@@ -288,17 +288,12 @@ class BatchBuilder {
         is_break && event.has_request_time()
             ? TimeUtil::TimestampToMicroseconds(event.request_time())
             : now_us_;
-    MergedTurn& turn = TurnOf(write.key, write.request_id);
     Touch(write.key, time_us);
     if (is_break) AddBreak(write.key, event, time_us);
     // The first final verdict counts, else the first pending one.
-    const bool pending = classification.verdict() == v1::VERDICT_PENDING;
-    if (turn.classification != nullptr &&
-        (pending || turn.classification->classification.verdict() !=
-                        v1::VERDICT_PENDING)) {
-      return;
-    }
-    turn.classification = &write;
+    const std::optional<size_t> index = merger_.Add(write);
+    if (!index.has_value()) return;
+    TurnTimes& turn = TimesOf(*index);
     turn.classification_time_us = time_us;
     // Looked up whatever its time: a turn row may have been made by a
     // record without a time of its own (at the daemon's clock), and a
@@ -336,9 +331,12 @@ class BatchBuilder {
         .Text(PgTextArray(sessions))
         .Text(PgTextArray(lanes))
         .Text(seqs);
-    if (!turns_.empty()) {
+    const std::vector<MergedTurn>& turns = merger_.turns();
+    if (!turns.empty()) {
       ArrayColumns columns(kPgUpsertTurnsTypes);
-      for (const MergedTurn& turn : turns_) AddRow(columns, turn);
+      for (size_t i = 0; i < turns.size(); ++i) {
+        AddRow(columns, turns[i], times_[i]);
+      }
       steps_.push_back({"cw_turns", columns.Params().Int(now_us_)});
     }
     for (PgPipelineStep& step : breaks_) steps_.push_back(std::move(step));
@@ -351,13 +349,9 @@ class BatchBuilder {
   }
 
  private:
-  // One turn of the batch and the records it brings (null: none).
-  struct MergedTurn {
-    const LaneKey* key = nullptr;
-    const std::string* request_id = nullptr;
-    const SnapshotWrite* snapshot = nullptr;
-    const UsageWrite* usage = nullptr;
-    const ClassificationWrite* classification = nullptr;
+  // What a merged turn (turn_merge.h) adds up to here: its records' times,
+  // its snapshot's tool list, the window its row is looked up in.
+  struct TurnTimes {
     int64_t snapshot_time_us = 0;
     int64_t usage_time_us = 0;
     int64_t classification_time_us = 0;
@@ -373,45 +367,34 @@ class BatchBuilder {
     }
   };
 
-  MergedTurn& TurnOf(const LaneKey& key, const std::string& request_id) {
-    std::string id = key.agent;
-    id.push_back('\0');
-    id += key.session_id;
-    id.push_back('\0');
-    id += LaneColumn(key);
-    id.push_back('\0');
-    id += request_id;
-    auto [it, inserted] = turn_index_.try_emplace(std::move(id), turns_.size());
-    if (inserted) {
-      MergedTurn turn;
-      turn.key = &key;
-      turn.request_id = &request_id;
-      turns_.push_back(std::move(turn));
-    }
-    return turns_[it->second];
+  TurnTimes& TimesOf(size_t index) {
+    if (times_.size() <= index) times_.resize(index + 1);
+    return times_[index];
   }
 
-  static void AddRow(ArrayColumns& columns, const MergedTurn& turn) {
+  static void AddRow(ArrayColumns& columns, const MergedTurn& turn,
+                     const TurnTimes& times) {
     const LaneKey& key = *turn.key;
     columns.Row()
         .Text(key.agent)
         .Text(key.session_id)
         .Text(LaneColumn(key))
         .Text(*turn.request_id)
-        .Int(turn.from_us)
-        .Int(turn.until_us)
-        .Int(turn.snapshot != nullptr ? turn.snapshot_time_us
-             : turn.usage != nullptr  ? turn.usage_time_us
-                                      : turn.classification_time_us)
+        .Int(times.from_us)
+        .Int(times.until_us)
+        .Int(turn.snapshot != nullptr ? times.snapshot_time_us
+             : turn.usage != nullptr  ? times.usage_time_us
+                                      : times.classification_time_us)
         .Bool(turn.snapshot != nullptr)
         .Bool(turn.usage != nullptr)
         .Bool(turn.classification != nullptr);
-    AddSnapshot(columns, turn);
+    AddSnapshot(columns, turn, times);
     AddUsage(columns, turn.usage);
     AddClassification(columns, turn.classification);
   }
 
-  static void AddSnapshot(ArrayColumns& columns, const MergedTurn& turn) {
+  static void AddSnapshot(ArrayColumns& columns, const MergedTurn& turn,
+                          const TurnTimes& times) {
     if (turn.snapshot == nullptr) {
       columns.Nulls(15);
       return;
@@ -419,10 +402,10 @@ class BatchBuilder {
     const v1::Snapshot& snapshot = *turn.snapshot->snapshot;
     columns.TextOrNull(ProviderText(snapshot.provider()))
         .TextOrNull(snapshot.model())
-        .Int(turn.snapshot_time_us)
+        .Int(times.snapshot_time_us)
         .Text(Hex64(snapshot.system_hash()))
         .TextOrNull(SectionsJson(snapshot.system_sections()))
-        .Text(turn.list_hash)
+        .Text(times.list_hash)
         .Int(snapshot.tools_size());
     if (snapshot.options_hash() != 0) {
       columns.Text(Hex64(snapshot.options_hash()));
@@ -551,8 +534,9 @@ class BatchBuilder {
 
   const int64_t now_us_;
   std::vector<PgPipelineStep> steps_;
-  std::vector<MergedTurn> turns_;  // In the order of their first record.
-  std::unordered_map<std::string, size_t> turn_index_;  // Into turns_.
+  // The batch's turns, each once, in the order of their first record.
+  TurnMerger merger_{TurnMerger::Order::kCanonical};
+  std::vector<TurnTimes> times_;        // By merged turn.
   std::vector<PgPipelineStep> breaks_;  // After the classifications.
   std::set<std::string> tool_lists_;
   std::map<int64_t, LaneKey> lanes_;  // By lock key: the locking order.

@@ -1,13 +1,15 @@
 // SqliteStore-only writes: JSON columns, tool-list re-interning after
-// retention, group commit, back-pressure, a full database, migrations and file
-// mode. The behaviour both stores share (round trips, retries, verdicts,
-// queries, retention) is tested on both by
+// retention, a batch's records merged per turn, group commit, back-pressure, a
+// full database, migrations and file mode. The behaviour both stores share
+// (round trips, retries, verdicts, queries, retention) is tested on both by
 // daemon/store/postgres/store_conformance_test.cc. Every test uses a real
 // SQLite file in a fresh directory.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,6 +31,232 @@ TEST_F(StoreTest, SnapshotJsonColumnsHoldTheDocumentedLayouts) {
                      "json_array_length(system_sections) = 2 AND "
                      "json_extract(breakpoints, '$[1].segment') = 'messages'"),
             1);
+}
+
+// Every row of `table` (ordered by `order`), all columns but
+// received_at_us (the commit's clock), as text; NULL apart from "".
+std::string DumpRows(const std::string& path, const std::string& table,
+                     const std::string& order) {
+  sqlite3* db = nullptr;
+  std::string out;
+  EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr),
+            SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  const std::string sql = "SELECT * FROM " + table + " ORDER BY " + order;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  while (stmt != nullptr && sqlite3_step(stmt) == SQLITE_ROW) {
+    for (int c = 0; c < sqlite3_column_count(stmt); ++c) {
+      const std::string name = sqlite3_column_name(stmt, c);
+      if (name == "received_at_us") continue;
+      absl::StrAppend(&out, name, "=");
+      if (sqlite3_column_type(stmt, c) == SQLITE_NULL) {
+        out += "NULL";
+      } else {
+        const void* bytes = sqlite3_column_blob(stmt, c);
+        out.append(static_cast<const char*>(bytes),
+                   static_cast<size_t>(sqlite3_column_bytes(stmt, c)));
+      }
+      out += " ";
+    }
+    out += "\n";
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return out;
+}
+
+std::string DumpStore(const std::string& path) {
+  return DumpRows(path, "turns", "id") +
+         DumpRows(path, "prompt_cache_breaks", "rowid") +
+         DumpRows(path, "tool_lists", "rowid") +
+         DumpRows(path, "tool_list_entries", "rowid");
+}
+
+// The records of one turn that set a column the others set too, each
+// differently or NULL: a snapshot without provider, model, request time or
+// expected drop, and one with them; a retry of each with other values; a
+// usage and its retry; a pending verdict, a final one and a break, with
+// three different expected drops; and, stored before, another pending
+// verdict and another final one.
+enum class Rec {
+  kBare,
+  kFull,
+  kSnapshotRetry,
+  kUsage,
+  kUsageRetry,
+  kPending,
+  kFinal,
+  kBreak,
+  kStoredPending,
+  kStoredFinal
+};
+
+StoreWrite Make(Rec rec, const LaneKey& key, const std::string& id) {
+  switch (rec) {
+    case Rec::kBare: {
+      v1::Snapshot snapshot = FullSnapshot(key, id, kT0);
+      snapshot.clear_provider();
+      snapshot.clear_model();
+      snapshot.clear_request_time();
+      return SnapshotWrite{key, std::make_shared<const v1::Snapshot>(snapshot)};
+    }
+    case Rec::kFull: {
+      v1::Snapshot snapshot = FullSnapshot(key, id, kT0);
+      snapshot.set_expected_drop(v1::EXPECTED_DROP_RESUMED);
+      return SnapshotWrite{key, std::make_shared<const v1::Snapshot>(snapshot)};
+    }
+    case Rec::kSnapshotRetry: {
+      v1::Snapshot snapshot = FullSnapshot(key, id, kT0 + 7 * kSecond);
+      snapshot.clear_tools();
+      *snapshot.add_tools() = Tool("Grep", 0x3333);
+      snapshot.set_model("claude-opus-4");
+      return SnapshotWrite{key, std::make_shared<const v1::Snapshot>(snapshot)};
+    }
+    case Rec::kUsage: {
+      UsageWrite usage =
+          MakeUsage(key, id, kT0 + kSecond, Usage(40000, 2000, 500));
+      usage.usage.set_provider(v1::PROVIDER_OPENAI);
+      usage.usage.set_model("gpt-5");
+      return usage;
+    }
+    case Rec::kUsageRetry:
+      return MakeUsage(key, id, kT0 + 9 * kSecond, Usage(1, 2, 3));
+    case Rec::kPending: {
+      ClassificationWrite write = Classified(key, id, v1::VERDICT_PENDING);
+      write.classification.set_expected_drop(v1::EXPECTED_DROP_COMPACTION);
+      return write;
+    }
+    case Rec::kFinal: {
+      ClassificationWrite write = Classified(key, id, v1::VERDICT_OK);
+      write.classification.set_expected_drop(v1::EXPECTED_DROP_CACHE_EDIT);
+      return write;
+    }
+    case Rec::kStoredPending: {
+      ClassificationWrite write = Classified(key, id, v1::VERDICT_PENDING);
+      write.classification.set_expected_reuse_tokens(7);
+      return write;
+    }
+    case Rec::kStoredFinal:
+      return Classified(key, id, v1::VERDICT_COLD_START);
+    case Rec::kBreak: {
+      ClassificationWrite write =
+          BreakWrite(FullBreak(key, "r0", id, kT0 + 5 * kSecond));
+      write.classification.set_expected_drop(v1::EXPECTED_DROP_COMPACTION);
+      return write;
+    }
+  }
+  return StoreWrite{};
+}
+
+// A batch's records merged per turn give exactly the rows (turns, breaks,
+// tool lists) that one upsert per record gives, for every order of these
+// records, after each of these stored states: every permutation of each
+// record set, each a turn of its own, written after its stored state, as
+// one batch into one store and one record per batch into the other.
+TEST_F(StoreTest, MergedTurnsWriteWhatOneUpsertPerRecordWrites) {
+  const std::vector<std::vector<Rec>> stored = {{},
+                                                {Rec::kStoredPending},
+                                                {Rec::kStoredFinal},
+                                                {Rec::kUsageRetry},
+                                                {Rec::kSnapshotRetry},
+                                                {Rec::kBare}};
+  const std::vector<std::vector<Rec>> sets = {
+      {Rec::kBare, Rec::kUsage, Rec::kBreak},
+      {Rec::kBare, Rec::kUsage, Rec::kPending, Rec::kFinal},
+      {Rec::kFull, Rec::kSnapshotRetry, Rec::kUsage, Rec::kUsageRetry},
+      {Rec::kUsage, Rec::kPending, Rec::kBreak, Rec::kFinal},
+      {Rec::kBare, Rec::kPending, Rec::kBreak},
+      {Rec::kFull, Rec::kPending, Rec::kFinal}};
+  StoreOptions merged_options = Options();
+  StoreOptions single_options = Options();
+  single_options.path = dir_ + "/single.db";
+  std::unique_ptr<SqliteStore> merged = OpenStore(merged_options);
+  std::unique_ptr<SqliteStore> single = OpenStore(single_options);
+  const LaneKey key = Key();
+  std::vector<StoreWrite> before, batch;
+  int turns = 0;
+  for (const std::vector<Rec>& state : stored) {
+    for (std::vector<Rec> set : sets) {
+      std::sort(set.begin(), set.end());
+      do {
+        const std::string id = absl::StrCat("t", turns++);
+        for (Rec rec : state) before.push_back(Make(rec, key, id));
+        for (Rec rec : set) batch.push_back(Make(rec, key, id));
+      } while (std::next_permutation(set.begin(), set.end()));
+    }
+  }
+  ASSERT_TRUE(merged->Write(before).ok());
+  ASSERT_TRUE(merged->Write(batch).ok());
+  for (const std::vector<StoreWrite>* writes : {&before, &batch}) {
+    for (const StoreWrite& write : *writes) {
+      ASSERT_TRUE(single->Write({write}).ok());
+    }
+  }
+  merged.reset();
+  single.reset();
+  const std::string turn_rows = DumpRows(single_options.path, "turns", "id");
+  EXPECT_EQ(std::count(turn_rows.begin(), turn_rows.end(), '\n'), turns);
+  EXPECT_EQ(DumpStore(merged_options.path), DumpStore(single_options.path));
+}
+
+// The cases the merge introduces, with their stored values spelled out.
+TEST_F(StoreTest, AWholeTurnInOneBatchIsStoredAsItsRecordsSay) {
+  std::unique_ptr<SqliteStore> store = OpenStore();
+  const LaneKey key = Key();
+  // Bare snapshot, usage, pending then final verdict, a retried snapshot
+  // and usage: one merged turn.
+  ASSERT_TRUE(
+      store
+          ->Write({Make(Rec::kBare, key, "r1"), Make(Rec::kUsage, key, "r1"),
+                   Make(Rec::kPending, key, "r1"), Make(Rec::kFinal, key, "r1"),
+                   Make(Rec::kSnapshotRetry, key, "r1"),
+                   Make(Rec::kUsageRetry, key, "r1")})
+          .ok());
+  EXPECT_EQ(QueryInt("SELECT count(*) FROM turns WHERE request_id = 'r1' AND "
+                     "provider = 'openai' AND model = 'gpt-5' AND "
+                     "request_time_us = " +
+                     absl::StrCat(kT0 + kSecond) +
+                     " AND snapshot_received = 1 AND usage_received = 1 AND "
+                     "tool_count = 3 AND cache_read_tokens = 40000 AND "
+                     "verdict = 'ok' AND expected_reuse_tokens = 40000 AND "
+                     "expected_drop = 'compaction'"),
+            1);
+  // Usage and break only, then the snapshot: the snapshot's values win.
+  ASSERT_TRUE(
+      store->Write({Make(Rec::kUsage, key, "r2"), Make(Rec::kBreak, key, "r2")})
+          .ok());
+  ASSERT_TRUE(store->Write({Make(Rec::kFull, key, "r2")}).ok());
+  EXPECT_EQ(QueryInt("SELECT count(*) FROM turns WHERE request_id = 'r2' AND "
+                     "provider = 'anthropic' AND request_time_us = " +
+                     absl::StrCat(kT0) +
+                     " AND verdict = 'break' AND expected_drop = 'resumed'"),
+            1);
+  EXPECT_EQ(CountRows("prompt_cache_breaks"), 1);
+  // A final verdict already stored: a whole turn with a break changes it
+  // not, and adds no break row.
+  ASSERT_TRUE(store->Write({Make(Rec::kFinal, key, "r3")}).ok());
+  ASSERT_TRUE(
+      store
+          ->Write({Make(Rec::kFull, key, "r3"), Make(Rec::kUsage, key, "r3"),
+                   Make(Rec::kBreak, key, "r3")})
+          .ok());
+  EXPECT_EQ(QueryInt("SELECT count(*) FROM turns WHERE request_id = 'r3' AND "
+                     "verdict = 'ok' AND break_id IS NULL AND "
+                     "snapshot_received = 1 AND usage_received = 1"),
+            1);
+  EXPECT_EQ(CountRows("prompt_cache_breaks"), 1);
+  // A pending verdict stored: another pending one with the usage leaves it.
+  ASSERT_TRUE(store->Write({Make(Rec::kStoredPending, key, "r4")}).ok());
+  ASSERT_TRUE(store
+                  ->Write({Make(Rec::kUsage, key, "r4"),
+                           Make(Rec::kPending, key, "r4")})
+                  .ok());
+  EXPECT_EQ(QueryInt("SELECT count(*) FROM turns WHERE request_id = 'r4' AND "
+                     "verdict = 'pending' AND expected_reuse_tokens = 7 AND "
+                     "expected_drop IS NULL AND usage_received = 1"),
+            1);
+  EXPECT_EQ(CountRows("turns"), 4);
 }
 
 // The connection remembers which lists are stored and skips their upsert;

@@ -3,6 +3,8 @@
 #include <google/protobuf/util/time_util.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 #include <variant>
 
@@ -50,11 +52,13 @@ void BindEnum(Statement& statement, const char* name, Enum value) {
   statement.BindTextOrNull(name, EnumText(value));
 }
 
-void BindProvider(Statement& statement, v1::Provider provider) {
+// NULL for the unspecified provider.
+void BindProvider(Statement& statement, const char* name,
+                  v1::Provider provider) {
   if (provider == v1::PROVIDER_UNSPECIFIED) {
-    statement.BindNull(":provider");
+    statement.BindNull(name);
   } else {
-    statement.BindText(":provider", ProviderName(provider));
+    statement.BindText(name, ProviderName(provider));
   }
 }
 
@@ -65,6 +69,70 @@ void BindTime(Statement& statement, const char* name, bool present,
   } else {
     statement.BindNull(name);
   }
+}
+
+// A snapshot's parameters of kUpsertTurn.
+void BindSnapshot(Statement& s, const SnapshotWrite& write,
+                  const std::string& list_hash) {
+  const v1::Snapshot& snapshot = *write.snapshot;
+  BindProvider(s, ":s_provider", snapshot.provider());
+  s.BindTextOrNull(":s_model", snapshot.model());
+  BindTime(s, ":s_request_time_us", snapshot.has_request_time(),
+           snapshot.request_time());
+  s.BindText(":system_hash", Hex64(snapshot.system_hash()));
+  s.BindTextOrNull(":system_sections",
+                   SectionsJson(snapshot.system_sections()));
+  s.BindText(":tool_list_hash", list_hash);
+  s.BindInt(":tool_count", snapshot.tools_size());
+  if (snapshot.options_hash() != 0) {
+    s.BindText(":options_hash", Hex64(snapshot.options_hash()));
+  }
+  if (snapshot.has_cache_control()) {
+    const v1::CacheControl& control = snapshot.cache_control();
+    s.BindInt(":cache_enabled", control.enabled() ? 1 : 0);
+    s.BindInt(":cache_automatic", control.automatic() ? 1 : 0);
+    s.BindInt(":cache_ttl_seconds", control.ttl_seconds());
+    s.BindTextOrNull(":breakpoints", BreakpointsJson(control.breakpoints()));
+  }
+  if (snapshot.message_chain_size() > 0) {
+    s.BindBlob(":message_chain", ChainBlob(snapshot.message_chain()));
+  }
+  BindEnum(s, ":s_expected_drop", snapshot.expected_drop());
+  BindEnum(s, ":tool_order_policy", snapshot.tool_order_policy());
+}
+
+// A usage's parameters of kUpsertTurn.
+void BindUsage(Statement& s, const UsageWrite& write) {
+  const v1::Usage& usage = write.usage;
+  const v1::NormalizedUsage& normalized = write.normalized;
+  BindProvider(s, ":u_provider", usage.provider());
+  s.BindTextOrNull(":u_model", usage.model());
+  BindTime(s, ":response_time_us", usage.has_response_time(),
+           usage.response_time());
+  s.BindInt(":uncached_input_tokens", normalized.uncached_input_tokens());
+  s.BindInt(":cache_read_tokens", normalized.cache_read_tokens());
+  s.BindInt(":cache_write_tokens", normalized.cache_write_tokens());
+  s.BindInt(":cache_write_5m_tokens", normalized.cache_write_5m_tokens());
+  s.BindInt(":cache_write_1h_tokens", normalized.cache_write_1h_tokens());
+  s.BindInt(":output_tokens", normalized.output_tokens());
+  s.BindInt(":prompt_total_tokens", PromptTotalTokens(normalized));
+  s.BindTextOrNull(":raw_usage_json", usage.raw_usage_json());
+  if (usage.has_provider_diagnostics()) {
+    const v1::ProviderCacheDiagnostics& diagnostics =
+        usage.provider_diagnostics();
+    s.BindText(":provider_miss_reason", diagnostics.cache_miss_reason());
+    s.BindInt(":provider_missed_tokens",
+              diagnostics.cache_missed_input_tokens());
+  }
+}
+
+// A classification's parameters of kUpsertTurn, for any verdict but a
+// break (whose break time and reason ApplyBreak writes).
+void BindVerdict(Statement& s, const v1::TurnClassification& classification) {
+  BindEnum(s, ":c_expected_drop", classification.expected_drop());
+  BindEnum(s, ":verdict", classification.verdict());
+  s.BindInt(":expected_reuse_tokens", classification.expected_reuse_tokens());
+  s.BindInt(":missed_tokens", classification.missed_tokens());
 }
 
 absl::Status PrepareInto(Database& db, const char* sql, Statement& out) {
@@ -108,9 +176,7 @@ absl::Status WriteConnection::PrepareStatements() {
       PrepareInto(db_, kInsertToolList, insert_tool_list_));
   CACHEWATCH_RETURN_IF_ERROR(
       PrepareInto(db_, kInsertToolEntry, insert_tool_entry_));
-  CACHEWATCH_RETURN_IF_ERROR(
-      PrepareInto(db_, kUpsertSnapshot, upsert_snapshot_));
-  CACHEWATCH_RETURN_IF_ERROR(PrepareInto(db_, kUpsertUsage, upsert_usage_));
+  CACHEWATCH_RETURN_IF_ERROR(PrepareInto(db_, kUpsertTurn, upsert_turn_));
   CACHEWATCH_RETURN_IF_ERROR(
       PrepareInto(db_, kUpsertClassification, upsert_classification_));
   CACHEWATCH_RETURN_IF_ERROR(PrepareInto(db_, kInsertBreak, insert_break_));
@@ -144,11 +210,51 @@ absl::Status WriteConnection::ApplyInTransaction(
     const std::vector<const std::vector<StoreWrite>*>& units, int64_t now_us) {
   Transaction transaction(db_);
   CACHEWATCH_RETURN_IF_ERROR(transaction.Begin("BEGIN IMMEDIATE"));
+  // The records merged per turn, in the order that keeps every record's
+  // effect; every snapshot's tool list interned on the way, in record order
+  // (a retried snapshot's too, as its own upsert did).
+  TurnMerger merger(TurnMerger::Order::kAsWritten);
+  struct Extra {
+    std::string list_hash;      // Of its snapshot.
+    size_t break_position = 0;  // Of its classification, in the batch.
+  };
+  std::vector<Extra> extras;  // By merged turn.
+  size_t position = 0;
   for (const std::vector<StoreWrite>* unit : units) {
     for (const StoreWrite& write : *unit) {
-      CACHEWATCH_RETURN_IF_ERROR(std::visit(
-          [&](const auto& record) { return Apply(record, now_us); }, write));
+      std::string list_hash;
+      if (const auto* snapshot = std::get_if<SnapshotWrite>(&write)) {
+        list_hash = ToolListHash(snapshot->snapshot->tools());
+        CACHEWATCH_RETURN_IF_ERROR(
+            InternToolList(list_hash, *snapshot->snapshot));
+      }
+      const std::optional<size_t> index = merger.Add(write);
+      if (index.has_value()) {
+        if (extras.size() <= *index) extras.resize(*index + 1);
+        if (!list_hash.empty()) extras[*index].list_hash = std::move(list_hash);
+        if (std::holds_alternative<ClassificationWrite>(write)) {
+          extras[*index].break_position = position;
+        }
+      }
+      ++position;
     }
+  }
+  // The breaks the turns took, added in record order after every turn (as
+  // each classification's own upsert added its break).
+  std::vector<std::pair<size_t, const ClassificationWrite*>> breaks;
+  const std::vector<MergedTurn>& turns = merger.turns();
+  for (size_t i = 0; i < turns.size(); ++i) {
+    bool took_break = false;
+    CACHEWATCH_RETURN_IF_ERROR(
+        ApplyTurn(turns[i], extras[i].list_hash, now_us, took_break));
+    if (took_break) {
+      breaks.emplace_back(extras[i].break_position, turns[i].classification);
+    }
+  }
+  std::sort(breaks.begin(), breaks.end());
+  for (const auto& [unused, write] : breaks) {
+    CACHEWATCH_RETURN_IF_ERROR(
+        InsertBreak(write->key, write->classification.cache_break()));
   }
   return transaction.Commit();
 }
@@ -176,112 +282,55 @@ absl::Status WriteConnection::InternToolList(const std::string& list_hash,
   return absl::OkStatus();
 }
 
-absl::Status WriteConnection::Apply(const SnapshotWrite& write,
-                                    int64_t now_us) {
-  const v1::Snapshot& snapshot = *write.snapshot;
-  const std::string list_hash = ToolListHash(snapshot.tools());
-  CACHEWATCH_RETURN_IF_ERROR(InternToolList(list_hash, snapshot));
-
-  Statement& s = upsert_snapshot_;
-  StatementReset reset(s);
-  BindKey(s, write.key, snapshot.request_id());
-  BindProvider(s, snapshot.provider());
-  s.BindTextOrNull(":model", snapshot.model());
-  BindTime(s, ":request_time_us", snapshot.has_request_time(),
-           snapshot.request_time());
-  s.BindText(":system_hash", Hex64(snapshot.system_hash()));
-  s.BindTextOrNull(":system_sections",
-                   SectionsJson(snapshot.system_sections()));
-  s.BindText(":tool_list_hash", list_hash);
-  s.BindInt(":tool_count", snapshot.tools_size());
-  if (snapshot.options_hash() != 0) {
-    s.BindText(":options_hash", Hex64(snapshot.options_hash()));
-  } else {
-    s.BindNull(":options_hash");
-  }
-  if (snapshot.has_cache_control()) {
-    const v1::CacheControl& control = snapshot.cache_control();
-    s.BindInt(":cache_enabled", control.enabled() ? 1 : 0);
-    s.BindInt(":cache_automatic", control.automatic() ? 1 : 0);
-    s.BindInt(":cache_ttl_seconds", control.ttl_seconds());
-    s.BindTextOrNull(":breakpoints", BreakpointsJson(control.breakpoints()));
-  } else {
-    for (const char* name : {":cache_enabled", ":cache_automatic",
-                             ":cache_ttl_seconds", ":breakpoints"}) {
-      s.BindNull(name);
+absl::Status WriteConnection::ApplyTurn(const MergedTurn& turn,
+                                        const std::string& list_hash,
+                                        int64_t now_us, bool& took_break) {
+  const ClassificationWrite* classification = turn.classification;
+  const bool is_break =
+      classification != nullptr &&
+      classification->classification.verdict() == v1::VERDICT_BREAK;
+  if (turn.snapshot != nullptr || turn.usage != nullptr ||
+      (classification != nullptr && !is_break)) {
+    Statement& s = upsert_turn_;
+    StatementReset reset(s);
+    BindKey(s, *turn.key, *turn.request_id);
+    s.BindInt(":received_at_us", now_us);
+    s.BindInt(":has_snapshot", turn.snapshot != nullptr ? 1 : 0);
+    s.BindInt(":has_usage", turn.usage != nullptr ? 1 : 0);
+    s.BindInt(":has_classification",
+              classification != nullptr && !is_break ? 1 : 0);
+    if (turn.snapshot != nullptr) BindSnapshot(s, *turn.snapshot, list_hash);
+    if (turn.usage != nullptr) BindUsage(s, *turn.usage);
+    if (classification != nullptr && !is_break) {
+      BindVerdict(s, classification->classification);
     }
+    CACHEWATCH_RETURN_IF_ERROR(s.Run());
   }
-  if (snapshot.message_chain_size() > 0) {
-    s.BindBlob(":message_chain", ChainBlob(snapshot.message_chain()));
-  } else {
-    s.BindNull(":message_chain");
-  }
-  BindEnum(s, ":expected_drop", snapshot.expected_drop());
-  BindEnum(s, ":tool_order_policy", snapshot.tool_order_policy());
-  s.BindInt(":received_at_us", now_us);
-  return s.Run();
+  if (!is_break) return absl::OkStatus();
+  return ApplyBreak(*classification, now_us, took_break);
 }
 
-absl::Status WriteConnection::Apply(const UsageWrite& write, int64_t now_us) {
-  const v1::Usage& usage = write.usage;
-  const v1::NormalizedUsage& normalized = write.normalized;
-  Statement& s = upsert_usage_;
-  StatementReset reset(s);
-  BindKey(s, write.key, usage.request_id());
-  BindProvider(s, usage.provider());
-  s.BindTextOrNull(":model", usage.model());
-  BindTime(s, ":response_time_us", usage.has_response_time(),
-           usage.response_time());
-  s.BindInt(":uncached_input_tokens", normalized.uncached_input_tokens());
-  s.BindInt(":cache_read_tokens", normalized.cache_read_tokens());
-  s.BindInt(":cache_write_tokens", normalized.cache_write_tokens());
-  s.BindInt(":cache_write_5m_tokens", normalized.cache_write_5m_tokens());
-  s.BindInt(":cache_write_1h_tokens", normalized.cache_write_1h_tokens());
-  s.BindInt(":output_tokens", normalized.output_tokens());
-  s.BindInt(":prompt_total_tokens", PromptTotalTokens(normalized));
-  s.BindTextOrNull(":raw_usage_json", usage.raw_usage_json());
-  if (usage.has_provider_diagnostics()) {
-    const v1::ProviderCacheDiagnostics& diagnostics =
-        usage.provider_diagnostics();
-    s.BindText(":provider_miss_reason", diagnostics.cache_miss_reason());
-    s.BindInt(":provider_missed_tokens",
-              diagnostics.cache_missed_input_tokens());
-  } else {
-    s.BindNull(":provider_miss_reason");
-    s.BindNull(":provider_missed_tokens");
-  }
-  s.BindInt(":received_at_us", now_us);
-  return s.Run();
-}
-
-absl::Status WriteConnection::Apply(const ClassificationWrite& write,
-                                    int64_t now_us) {
+absl::Status WriteConnection::ApplyBreak(const ClassificationWrite& write,
+                                         int64_t now_us, bool& took) {
   const v1::TurnClassification& classification = write.classification;
-  const bool is_break = classification.verdict() == v1::VERDICT_BREAK;
   const v1::PromptCacheBreak& event = classification.cache_break();
-
   Statement& s = upsert_classification_;
   StatementReset reset(s);
   BindKey(s, write.key, write.request_id);
-  BindTime(s, ":request_time_us", is_break && event.has_request_time(),
+  BindTime(s, ":request_time_us", event.has_request_time(),
            event.request_time());
   BindEnum(s, ":expected_drop", classification.expected_drop());
   BindEnum(s, ":verdict", classification.verdict());
-  if (is_break) {
-    s.BindText(":primary_reason", ReasonName(event.primary_reason()));
-    s.BindText(":break_id", event.break_id());
-  } else {
-    s.BindNull(":primary_reason");
-    s.BindNull(":break_id");
-  }
+  s.BindText(":primary_reason", ReasonName(event.primary_reason()));
+  s.BindText(":break_id", event.break_id());
   s.BindInt(":expected_reuse_tokens", classification.expected_reuse_tokens());
   s.BindInt(":missed_tokens", classification.missed_tokens());
   s.BindInt(":received_at_us", now_us);
   CACHEWATCH_RETURN_IF_ERROR(s.Run());
   // The break of a turn that already had its verdict is not this turn's:
   // the stored verdict stands, and no break row is added beside it.
-  if (!is_break || db_.Changes() == 0) return absl::OkStatus();
-  return InsertBreak(write.key, event);
+  took = db_.Changes() > 0;
+  return absl::OkStatus();
 }
 
 absl::Status WriteConnection::InsertBreak(const LaneKey& key,
@@ -292,7 +341,7 @@ absl::Status WriteConnection::InsertBreak(const LaneKey& key,
   s.BindText(":agent", key.agent);
   s.BindText(":session_id", key.session_id);
   s.BindText(":lane", LaneColumn(key));
-  BindProvider(s, event.provider());
+  BindProvider(s, ":provider", event.provider());
   s.BindText(":previous_request_id", event.previous_request_id());
   s.BindText(":request_id", event.request_id());
   s.BindTextOrNull(":previous_model", event.previous_model());

@@ -1,6 +1,7 @@
 // The store's write side: the one read-write connection, its prepared
-// statements, and the SQL that applies each StoreWrite (record.h), deletes
-// old rows and caps the file size.
+// statements, and the SQL that applies a batch of StoreWrites (record.h) —
+// each turn's records merged (daemon/store/turn_merge.h) and written by one
+// upsert —, deletes old rows and caps the file size.
 //
 // Not thread-safe: the SqliteStore serializes every call.
 #ifndef CACHEWATCH_DAEMON_STORE_SQLITE_WRITE_CONNECTION_H_
@@ -17,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/store/record.h"
 #include "daemon/store/sqlite/sqlite_handle.h"
+#include "daemon/store/turn_merge.h"
 
 namespace cachewatch {
 
@@ -64,9 +66,15 @@ class WriteConnection {
   absl::Status ApplyInTransaction(
       const std::vector<const std::vector<StoreWrite>*>& units, int64_t now_us);
 
-  absl::Status Apply(const SnapshotWrite& write, int64_t now_us);
-  absl::Status Apply(const UsageWrite& write, int64_t now_us);
-  absl::Status Apply(const ClassificationWrite& write, int64_t now_us);
+  // A merged turn's records (`list_hash`: its snapshot's tool list), its
+  // break's classification after the others; `took_break` says whether the
+  // turn took that break (then its break row is to be added).
+  absl::Status ApplyTurn(const MergedTurn& turn, const std::string& list_hash,
+                         int64_t now_us, bool& took_break);
+  // A break's classification alone (kUpsertClassification); `took` says
+  // whether the turn took it.
+  absl::Status ApplyBreak(const ClassificationWrite& write, int64_t now_us,
+                          bool& took);
   absl::Status InternToolList(const std::string& list_hash,
                               const v1::Snapshot& snapshot);
   absl::Status InsertBreak(const LaneKey& key,
@@ -77,8 +85,7 @@ class WriteConnection {
   // finalized before it closes.
   Statement insert_tool_list_;
   Statement insert_tool_entry_;
-  Statement upsert_snapshot_;
-  Statement upsert_usage_;
+  Statement upsert_turn_;
   Statement upsert_classification_;
   Statement insert_break_;
   Statement delete_turns_;

@@ -3,10 +3,15 @@
 // WriteConnection runs them; bench/query_bench writes its generated store
 // with the same text, so the two cannot drift apart when the schema changes.
 //
-// Every turn row is keyed by (agent, session_id, lane, request_id) and
-// filled in by up to three upserts, in whatever order its records arrive:
-// kUpsertSnapshot, kUpsertUsage and kUpsertClassification. A parameter left
-// unbound is NULL.
+// Every turn row is keyed by (agent, session_id, lane, request_id). Its
+// records may arrive in any order, each written by its own upsert:
+// kUpsertSnapshot, kUpsertUsage and kUpsertClassification, which define
+// what a row holds. The store writes a batch's records of a turn merged
+// (daemon/store/turn_merge.h) with kUpsertTurn, which gives the row those
+// upserts would, applied in the order snapshot, usage, classification; a
+// break's classification still goes through kUpsertClassification (its
+// break row is added only when the turn took it). A parameter left unbound
+// is NULL.
 #ifndef CACHEWATCH_DAEMON_STORE_SQLITE_WRITE_STATEMENTS_H_
 #define CACHEWATCH_DAEMON_STORE_SQLITE_WRITE_STATEMENTS_H_
 
@@ -110,6 +115,100 @@ ON CONFLICT (agent, session_id, lane, request_id) DO UPDATE SET
   missed_tokens = excluded.missed_tokens
 WHERE turns.verdict IS NULL
    OR (turns.verdict = 'pending' AND excluded.verdict <> 'pending'))sql";
+
+// A turn's merged records in one upsert: has_snapshot, has_usage and
+// has_classification (0 or 1) say which it brings; the parameters of a
+// missing one are NULL. Column by column, the row becomes what
+// kUpsertSnapshot, kUpsertUsage and kUpsertClassification would make of it,
+// in that order: each record only where its own upsert's condition holds on
+// the stored row (the snapshot: none stored yet; the usage: none stored yet;
+// the classification: no verdict, or 'pending' and a final one), the
+// snapshot's provider, model and request time and expected drop first, a
+// usage's or classification's filling them only where they are NULL.
+#define CACHEWATCH_TURN_S "(:has_snapshot AND turns.snapshot_received = 0)"
+#define CACHEWATCH_TURN_U "(:has_usage AND turns.usage_received = 0)"
+#define CACHEWATCH_TURN_C                               \
+  "(:has_classification AND (turns.verdict IS NULL OR " \
+  "(turns.verdict = 'pending' AND :verdict <> 'pending')))"
+// column = the record's value where `test` holds, else unchanged.
+#define CACHEWATCH_TURN_SET(test, column)                       \
+  "\n  " #column " = CASE WHEN " test " THEN excluded." #column \
+  " ELSE turns." #column " END"
+
+inline constexpr const char* kUpsertTurn = R"sql(
+INSERT INTO turns (
+  agent, session_id, lane, request_id, provider, model, request_time_us,
+  snapshot_received, system_hash, system_sections, tool_list_hash, tool_count,
+  options_hash, cache_enabled, cache_automatic, cache_ttl_seconds, breakpoints,
+  message_chain, expected_drop, tool_order_policy, response_time_us,
+  usage_received, uncached_input_tokens, cache_read_tokens,
+  cache_write_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
+  output_tokens, prompt_total_tokens, raw_usage_json, provider_miss_reason,
+  provider_missed_tokens, verdict, primary_reason, break_id,
+  expected_reuse_tokens, missed_tokens, received_at_us)
+VALUES (
+  :agent, :session_id, :lane, :request_id,
+  coalesce(:s_provider, :u_provider), coalesce(:s_model, :u_model),
+  coalesce(:s_request_time_us, :response_time_us, :c_request_time_us),
+  :has_snapshot, :system_hash, :system_sections, :tool_list_hash,
+  :tool_count, :options_hash, :cache_enabled, :cache_automatic,
+  :cache_ttl_seconds, :breakpoints, :message_chain,
+  coalesce(:s_expected_drop, :c_expected_drop), :tool_order_policy,
+  :response_time_us, :has_usage, :uncached_input_tokens, :cache_read_tokens,
+  :cache_write_tokens, :cache_write_5m_tokens, :cache_write_1h_tokens,
+  :output_tokens, :prompt_total_tokens, :raw_usage_json,
+  :provider_miss_reason, :provider_missed_tokens, :verdict, :primary_reason,
+  :break_id, :expected_reuse_tokens, :missed_tokens, :received_at_us)
+ON CONFLICT (agent, session_id, lane, request_id) DO UPDATE SET
+  provider = coalesce(CASE WHEN )sql" CACHEWATCH_TURN_S
+    " THEN :s_provider ELSE turns.provider END,\n"
+    "    CASE WHEN " CACHEWATCH_TURN_U " THEN :u_provider END),\n"
+    "  model = coalesce(CASE WHEN " CACHEWATCH_TURN_S
+    " THEN :s_model ELSE turns.model END,\n"
+    "    CASE WHEN " CACHEWATCH_TURN_U " THEN :u_model END),\n"
+    "  request_time_us = coalesce(CASE WHEN " CACHEWATCH_TURN_S
+    " THEN :s_request_time_us ELSE turns.request_time_us END,\n"
+    "    CASE WHEN " CACHEWATCH_TURN_U " THEN :response_time_us END,\n"
+    "    CASE WHEN " CACHEWATCH_TURN_C " THEN :c_request_time_us END),\n"
+    "  expected_drop = coalesce(CASE WHEN " CACHEWATCH_TURN_S
+    " THEN :s_expected_drop ELSE turns.expected_drop END,\n"
+    "    CASE WHEN " CACHEWATCH_TURN_C " THEN :c_expected_drop END),"
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, snapshot_received) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, system_hash) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, system_sections) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, tool_list_hash) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, tool_count) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, options_hash) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, cache_enabled) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, cache_automatic) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, cache_ttl_seconds) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, breakpoints) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, message_chain) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, tool_order_policy) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, response_time_us) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, usage_received) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, uncached_input_tokens) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, cache_read_tokens) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, cache_write_tokens) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, cache_write_5m_tokens) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, cache_write_1h_tokens) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, output_tokens) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, prompt_total_tokens) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, raw_usage_json) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, provider_miss_reason) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, provider_missed_tokens) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, verdict) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, primary_reason) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, break_id) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, expected_reuse_tokens) ","
+    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, missed_tokens)
+    "\nWHERE " CACHEWATCH_TURN_S " OR " CACHEWATCH_TURN_U
+    " OR " CACHEWATCH_TURN_C;
+
+#undef CACHEWATCH_TURN_S
+#undef CACHEWATCH_TURN_U
+#undef CACHEWATCH_TURN_C
+#undef CACHEWATCH_TURN_SET
 
 inline constexpr const char* kInsertBreak = R"sql(
 INSERT INTO prompt_cache_breaks (
