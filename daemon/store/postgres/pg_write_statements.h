@@ -13,6 +13,7 @@
 #define CACHEWATCH_DAEMON_STORE_POSTGRES_PG_WRITE_STATEMENTS_H_
 
 #include "daemon/store/break_columns.h"
+#include "daemon/store/turn_columns.h"
 
 namespace cachewatch {
 
@@ -187,15 +188,7 @@ updated AS (
                                                    R"sql()
   RETURNING 1)
 INSERT INTO turns (
-  agent, session_id, lane, request_id, provider, model, request_time_us,
-  snapshot_received, system_hash, system_sections, tool_list_hash, tool_count,
-  options_hash, cache_enabled, cache_automatic, cache_ttl_seconds, breakpoints,
-  message_chain, expected_drop, tool_order_policy, response_time_us,
-  usage_received, uncached_input_tokens, cache_read_tokens,
-  cache_write_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
-  output_tokens, prompt_total_tokens, raw_usage_json, provider_miss_reason,
-  provider_missed_tokens, verdict, primary_reason, break_id,
-  expected_reuse_tokens, missed_tokens, received_at_us)
+  )sql" CACHEWATCH_TURN_INSERT_COLUMNS R"sql()
 SELECT i.agent, i.session_id, i.lane, i.request_id,
   coalesce(i.s_provider, i.u_provider), coalesce(i.s_model, i.u_model),
   i.new_time_us, i.has_snapshot::integer, i.system_hash, i.system_sections,

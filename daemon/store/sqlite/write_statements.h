@@ -16,6 +16,7 @@
 #define CACHEWATCH_DAEMON_STORE_SQLITE_WRITE_STATEMENTS_H_
 
 #include "daemon/store/break_columns.h"
+#include "daemon/store/turn_columns.h"
 
 namespace cachewatch {
 
@@ -124,7 +125,9 @@ WHERE turns.verdict IS NULL
 // the stored row (the snapshot: none stored yet; the usage: none stored yet;
 // the classification: no verdict, or 'pending' and a final one), the
 // snapshot's provider, model and request time and expected drop first, a
-// usage's or classification's filling them only where they are NULL.
+// usage's or classification's filling them only where they are NULL. The
+// classification here is never a break's (a break's goes through
+// kUpsertClassification, which writes its request time and break row).
 #define CACHEWATCH_TURN_S "(:has_snapshot AND turns.snapshot_received = 0)"
 #define CACHEWATCH_TURN_U "(:has_usage AND turns.usage_received = 0)"
 #define CACHEWATCH_TURN_C                               \
@@ -137,19 +140,11 @@ WHERE turns.verdict IS NULL
 
 inline constexpr const char* kUpsertTurn = R"sql(
 INSERT INTO turns (
-  agent, session_id, lane, request_id, provider, model, request_time_us,
-  snapshot_received, system_hash, system_sections, tool_list_hash, tool_count,
-  options_hash, cache_enabled, cache_automatic, cache_ttl_seconds, breakpoints,
-  message_chain, expected_drop, tool_order_policy, response_time_us,
-  usage_received, uncached_input_tokens, cache_read_tokens,
-  cache_write_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
-  output_tokens, prompt_total_tokens, raw_usage_json, provider_miss_reason,
-  provider_missed_tokens, verdict, primary_reason, break_id,
-  expected_reuse_tokens, missed_tokens, received_at_us)
+  )sql" CACHEWATCH_TURN_INSERT_COLUMNS R"sql()
 VALUES (
   :agent, :session_id, :lane, :request_id,
   coalesce(:s_provider, :u_provider), coalesce(:s_model, :u_model),
-  coalesce(:s_request_time_us, :response_time_us, :c_request_time_us),
+  coalesce(:s_request_time_us, :response_time_us),
   :has_snapshot, :system_hash, :system_sections, :tool_list_hash,
   :tool_count, :options_hash, :cache_enabled, :cache_automatic,
   :cache_ttl_seconds, :breakpoints, :message_chain,
@@ -168,8 +163,7 @@ ON CONFLICT (agent, session_id, lane, request_id) DO UPDATE SET
     "    CASE WHEN " CACHEWATCH_TURN_U " THEN :u_model END),\n"
     "  request_time_us = coalesce(CASE WHEN " CACHEWATCH_TURN_S
     " THEN :s_request_time_us ELSE turns.request_time_us END,\n"
-    "    CASE WHEN " CACHEWATCH_TURN_U " THEN :response_time_us END,\n"
-    "    CASE WHEN " CACHEWATCH_TURN_C " THEN :c_request_time_us END),\n"
+    "    CASE WHEN " CACHEWATCH_TURN_U " THEN :response_time_us END),\n"
     "  expected_drop = coalesce(CASE WHEN " CACHEWATCH_TURN_S
     " THEN :s_expected_drop ELSE turns.expected_drop END,\n"
     "    CASE WHEN " CACHEWATCH_TURN_C " THEN :c_expected_drop END),"
