@@ -252,7 +252,8 @@ std::variant<Config, ConfigExit> ParseConfig(int argc, char** argv,
       "Independent lane tracker shards (lock striping)")
       ->check(CLI::Range(1, 1024));
   Add(app, "shutdown-grace-seconds", config.shutdown_grace_seconds,
-      "On SIGTERM, how long in-flight calls get to finish")
+      "On SIGTERM, how long Record streams and proxy requests in "
+      "flight get to finish")
       ->check(CLI::NonNegativeNumber);
   Add(app, "tls-cert", config.tls_cert,
       "PEM certificate chain for the gRPC port; with --tls-key enables TLS")

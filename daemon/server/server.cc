@@ -321,14 +321,16 @@ int RunServer(const Config& config, const std::string& version) {
     // The shutdown sequence (docs/OPERATIONS.md): health NOT_SERVING first,
     // while the server still answers health checks; then new ingest calls
     // and streams are refused, open Record streams acknowledge everything
-    // they read and end with UNAVAILABLE; then the server stops, cancelling
-    // what is left when the grace period is over.
+    // they read and end with UNAVAILABLE, the proxy stops accepting and lets
+    // its requests in flight finish; then the servers stop, cancelling what
+    // is left when the grace period is over.
     const auto grace = std::chrono::seconds(config.shutdown_grace_seconds);
     const auto deadline = std::chrono::steady_clock::now() + grace;
     Log(LogLevel::kInfo, "shutting down", {{"signal", signal_number}});
     server->GetHealthCheckService()->SetServingStatus(false);
     const auto refusing_since = std::chrono::steady_clock::now();
     service.BeginShutdown();
+    if (proxy) proxy->BeginShutdown();
     hub.Close();
     if (!service.WaitForRecordStreams(deadline)) {
       Log(LogLevel::kWarn, "record streams still open after the grace period");
@@ -351,8 +353,12 @@ int RunServer(const Config& config, const std::string& version) {
                                                           kFinalCallsGrace)));
     server->Wait();
     service.StopRecordQueue();
+    if (proxy && !proxy->WaitForRequests(deadline)) {
+      Log(LogLevel::kWarn,
+          "proxy requests still in flight after the grace period: cut off");
+    }
   }
-  proxy.reset();  // Stops forwarding; observes and commits what is queued.
+  proxy.reset();  // Cuts what is left; observes and commits what is queued.
   store.reset();  // Drains the queue and commits.
   Log(LogLevel::kInfo, "stopped");
   return 0;

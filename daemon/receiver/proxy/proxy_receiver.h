@@ -1,14 +1,18 @@
 // The HTTP proxy as one receiver of the daemon: the ExchangeObserver, the
 // ObservationQueue feeding the ingest pipeline, the proxy's metrics and the
-// ProxyServer, started together and stopped in order (no new requests, then
-// every queued exchange observed and committed).
+// ProxyServer, started together and stopped in order: BeginShutdown (no new
+// connections, idle ones closed), WaitForRequests (the requests in flight
+// answered), then the destructor (what is still in flight cut off, every
+// queued exchange observed and committed).
 //
-// Thread-compatible: Start and the destructor from one thread.
+// Thread-compatible: Start, BeginShutdown, WaitForRequests and the
+// destructor from one thread.
 #ifndef CACHEWATCH_DAEMON_RECEIVER_PROXY_PROXY_RECEIVER_H_
 #define CACHEWATCH_DAEMON_RECEIVER_PROXY_PROXY_RECEIVER_H_
 
 #include <prometheus/registry.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -35,6 +39,12 @@ class ProxyReceiver {
 
   // host:port the proxy listens on.
   std::string address() const { return server_->address(); }
+
+  // ProxyServer::BeginShutdown and ProxyServer::WaitForRequests.
+  void BeginShutdown() { server_->BeginShutdown(); }
+  bool WaitForRequests(std::chrono::steady_clock::time_point deadline) {
+    return server_->WaitForRequests(deadline);
+  }
 
  private:
   ProxyReceiver(const ProxyOptions& options, IngestPipeline* pipeline,

@@ -3,6 +3,7 @@
 #include <openssl/ssl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -17,9 +18,13 @@
 #include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -165,6 +170,17 @@ struct UpstreamConnection {
   }
 };
 
+// One agent connection as BeginShutdown sees it. `stream` and `in_request`
+// are touched only on the connection's strand (`executor`).
+struct ClientConnection {
+  explicit ClientConnection(asio::any_io_executor strand)
+      : executor(std::move(strand)) {}
+
+  const asio::any_io_executor executor;
+  beast::tcp_stream* stream = nullptr;  // Null once the connection ended.
+  bool in_request = false;  // From a request's header to its answer.
+};
+
 // How relaying one request went.
 enum class Relayed {
   kComplete,    // The whole response reached the agent.
@@ -186,15 +202,34 @@ class ProxyServer::Impl {
         queue_(queue),
         metrics_(metrics),
         tls_context_(ssl::context::tls_client),
-        acceptor_(io_) {}
+        acceptor_(asio::make_strand(io_)) {}
 
   ~Impl() {
-    asio::post(io_, [this] {
-      error_code ignored;
-      acceptor_.close(ignored);
-    });
+    CloseAcceptor();
     io_.stop();
     for (std::thread& thread : threads_) thread.join();
+  }
+
+  void BeginShutdown() {
+    if (shutting_down_.exchange(true)) return;
+    CloseAcceptor();
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const std::shared_ptr<ClientConnection>& connection : connections_) {
+      // On the connection's strand, so either its coroutine is suspended
+      // (waiting for a request, or inside one) or it has not yet looked at
+      // shutting_down_ since the exchange above and will stop on its own.
+      asio::post(connection->executor, [connection] {
+        if (connection->stream != nullptr && !connection->in_request) {
+          connection->stream->cancel();
+        }
+      });
+    }
+  }
+
+  bool WaitForRequests(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return requests_done_.wait_until(lock, deadline,
+                                     [this] { return requests_ == 0; });
   }
 
   absl::Status Start() {
@@ -238,7 +273,7 @@ class ProxyServer::Impl {
     const tcp::endpoint bound = acceptor_.local_endpoint();
     address_ = (bound.address().is_v6() ? "[" + host + "]" : host) + ":" +
                std::to_string(bound.port());
-    asio::co_spawn(io_, Accept(), asio::detached);
+    asio::co_spawn(acceptor_.get_executor(), Accept(), asio::detached);
     for (int i = 0; i < std::max(1, options_.threads); ++i) {
       threads_.emplace_back([this] { io_.run(); });
     }
@@ -249,6 +284,61 @@ class ProxyServer::Impl {
 
  private:
   using Request = http::request<http::string_body>;
+
+  void CloseAcceptor() {
+    asio::post(acceptor_.get_executor(), [this] {
+      error_code ignored;
+      acceptor_.close(ignored);
+    });
+  }
+
+  // Counts a request in flight from its header to its answer.
+  class RequestInFlight {
+   public:
+    RequestInFlight(Impl* impl, ClientConnection* connection)
+        : impl_(impl), connection_(connection) {
+      connection_->in_request = true;
+      std::lock_guard<std::mutex> lock(impl_->mutex_);
+      ++impl_->requests_;
+    }
+    ~RequestInFlight() {
+      connection_->in_request = false;
+      std::lock_guard<std::mutex> lock(impl_->mutex_);
+      if (--impl_->requests_ == 0) impl_->requests_done_.notify_all();
+    }
+    RequestInFlight(const RequestInFlight&) = delete;
+    RequestInFlight& operator=(const RequestInFlight&) = delete;
+
+   private:
+    Impl* const impl_;
+    ClientConnection* const connection_;
+  };
+
+  // Registers an agent connection for BeginShutdown while it is served.
+  class Registered {
+   public:
+    Registered(Impl* impl, beast::tcp_stream* stream)
+        : impl_(impl),
+          connection_(
+              std::make_shared<ClientConnection>(stream->get_executor())) {
+      connection_->stream = stream;
+      std::lock_guard<std::mutex> lock(impl_->mutex_);
+      impl_->connections_.insert(connection_);
+    }
+    ~Registered() {
+      connection_->stream = nullptr;
+      std::lock_guard<std::mutex> lock(impl_->mutex_);
+      impl_->connections_.erase(connection_);
+    }
+    Registered(const Registered&) = delete;
+    Registered& operator=(const Registered&) = delete;
+
+    ClientConnection* connection() const { return connection_.get(); }
+
+   private:
+    Impl* const impl_;
+    const std::shared_ptr<ClientConnection> connection_;
+  };
 
   awaitable<void> Accept() {
     for (;;) {
@@ -271,7 +361,8 @@ class ProxyServer::Impl {
     buffer.reserve(kReadBufferBytes);
     UpstreamConnection upstream;
     upstream.buffer.reserve(kReadBufferBytes);
-    for (;;) {
+    const Registered registered(this, &client);
+    while (!shutting_down_.load()) {
       http::request_parser<http::string_body> parser;
       parser.header_limit(kHeaderLimit);
       parser.body_limit(options_.max_request_bytes);
@@ -283,6 +374,7 @@ class ProxyServer::Impl {
           ec == asio::error::operation_aborted) {
         break;
       }
+      const RequestInFlight in_flight(this, registered.connection());
       if (ec) {
         metrics_->OnRequest(ProxyMetrics::Outcome::kBadRequest);
         co_await Answer(
@@ -502,7 +594,7 @@ class ProxyServer::Impl {
     const bool has_body =
         !head && status >= 200 && status != 204 && status != 304;
     if (has_body && !in.has_content_length()) out.chunked(true);
-    out.keep_alive(keep_alive);
+    out.keep_alive(keep_alive && !shutting_down_.load());
 
     http::response_serializer<http::buffer_body> serializer(out);
     client.expires_after(timeout);
@@ -577,11 +669,19 @@ class ProxyServer::Impl {
   ExchangeObserver* const observer_;
   ObservationQueue* const queue_;
   ProxyMetrics* const metrics_;
+  // Before io_, as tls_context_: the coroutine frames io_ destroys
+  // unregister their connections and requests here.
+  std::atomic<bool> shutting_down_{false};
+  std::mutex mutex_;
+  std::unordered_set<std::shared_ptr<ClientConnection>>
+      connections_;                        // Guarded by mutex_.
+  int requests_ = 0;                       // Guarded by mutex_.
+  std::condition_variable requests_done_;  // requests_ reached 0.
   // Before io_: the TLS streams in coroutine frames use it until io_ is
   // destroyed.
   ssl::context tls_context_;
   asio::io_context io_;
-  tcp::acceptor acceptor_;
+  tcp::acceptor acceptor_;  // On its own strand.
   std::string address_;
   std::vector<std::thread> threads_;
 };
@@ -600,5 +700,12 @@ ProxyServer::ProxyServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ProxyServer::~ProxyServer() = default;
 
 std::string ProxyServer::address() const { return impl_->address(); }
+
+void ProxyServer::BeginShutdown() { impl_->BeginShutdown(); }
+
+bool ProxyServer::WaitForRequests(
+    std::chrono::steady_clock::time_point deadline) {
+  return impl_->WaitForRequests(deadline);
+}
 
 }  // namespace cachewatch

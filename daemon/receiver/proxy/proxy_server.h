@@ -15,10 +15,17 @@
 // its provider's shape (Anthropic when the request has an anthropic-version
 // header, else OpenAI).
 //
-// Thread-safe: Start once; Stop and the destructor from one thread.
+// Stopping (docs/PROXY.md, "Shutdown"): BeginShutdown stops accepting and
+// closes the agent connections that wait for their next request; requests
+// in flight run on, their responses marked `Connection: close`, until they
+// end or the destructor cuts them off. WaitForRequests waits for them.
+//
+// Thread-safe: Start once; BeginShutdown, WaitForRequests and the
+// destructor from one thread, in that order.
 #ifndef CACHEWATCH_DAEMON_RECEIVER_PROXY_PROXY_SERVER_H_
 #define CACHEWATCH_DAEMON_RECEIVER_PROXY_PROXY_SERVER_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -42,7 +49,7 @@ class ProxyServer {
       ExchangeObserver* observer, ObservationQueue* queue,
       ProxyMetrics* metrics);
 
-  // Stops: no new connections; requests in flight are cut off.
+  // Stops: no new connections; requests still in flight are cut off.
   ~ProxyServer();
 
   ProxyServer(const ProxyServer&) = delete;
@@ -50,6 +57,16 @@ class ProxyServer {
 
   // The address bound, host:port (the real port when 0 was asked for).
   std::string address() const;
+
+  // No new connections from now on; idle agent connections are closed, and
+  // each request in flight ends its connection when it is answered.
+  // Returns at once; idempotent.
+  void BeginShutdown();
+
+  // Blocks until no request is in flight or until `deadline`; true when
+  // none is left. Meaningful after BeginShutdown (before it, new requests
+  // may start at any time).
+  bool WaitForRequests(std::chrono::steady_clock::time_point deadline);
 
   class Impl;
 

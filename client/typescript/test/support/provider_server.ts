@@ -15,6 +15,7 @@
 // `x-provider-test` asks for a provider failure:
 //   status=429          a JSON error in the provider's shape with that status
 //   drop-after=N        a stream cut off (socket destroyed) after N events
+//   pause-after=N       a stream that stops after N events until release()
 //   miss                a cache miss whatever the prefix (an eviction)
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
@@ -45,6 +46,10 @@ export interface ProviderServer {
   /** http://127.0.0.1:PORT (https:// with `tls`) */
   url: string;
   requests: RecordedRequest[];
+  /** How many streams pause-after=N holds now. */
+  paused: number;
+  /** Lets every paused stream go on (and later ones not pause). */
+  release(): void;
   close(): Promise<void>;
 }
 
@@ -161,9 +166,11 @@ const ROUTES: Record<string, { answer: typeof anthropic; idHeader: string }> = {
   '/v1/responses': { answer: responses, idHeader: 'x-request-id' },
 };
 
-async function writeSse(res: ServerResponse, sse: Sse, dropAfter: number): Promise<void> {
+async function writeSse(res: ServerResponse, sse: Sse, dropAfter: number,
+  pauseAfter: number, pause: () => Promise<void>): Promise<void> {
   let sent = 0;
   for (const [event, data] of sse) {
+    if (sent === pauseAfter) await pause();
     if (sent++ === dropAfter) {
       res.socket?.destroy();
       return;
@@ -192,6 +199,16 @@ export async function startProviderServer(options: ProviderServerOptions = {}): 
   const requests: RecordedRequest[] = [];
   const cached = new Set<string>();
   let n = 0;
+  let released = false;
+  let releaseAll: () => void = () => {};
+  const gate = new Promise<void>((resolve) => { releaseAll = resolve; });
+  const state = { paused: 0 };
+  const pause = async () => {
+    if (released) return;
+    state.paused++;
+    await gate;
+    state.paused--;
+  };
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -231,7 +248,8 @@ export async function startProviderServer(options: ProviderServerOptions = {}): 
     if (body.stream === true) {
       res.writeHead(200, { ...headers, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
       const drop = /^drop-after=(\d+)$/.exec(behaviour);
-      await writeSse(res, sse, drop ? Number(drop[1]) : -1);
+      const held = /^pause-after=(\d+)$/.exec(behaviour);
+      await writeSse(res, sse, drop ? Number(drop[1]) : -1, held ? Number(held[1]) : -1, pause);
     } else {
       res.writeHead(200, { ...headers, 'content-type': 'application/json' });
       res.end(JSON.stringify(json));
@@ -246,7 +264,11 @@ export async function startProviderServer(options: ProviderServerOptions = {}): 
   return {
     url: `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`,
     requests,
+    get paused() { return state.paused; },
+    release: () => { released = true; releaseAll(); },
     close: () => new Promise<void>((resolve) => {
+      released = true;
+      releaseAll();
       server.closeAllConnections();
       server.close(() => resolve());
     }),
