@@ -2,10 +2,12 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/core/classifier.h"
 #include "daemon/util/status_macros.h"
@@ -52,6 +54,22 @@ std::optional<uint32_t> Uint32Member(const ordered_json& object,
   return static_cast<uint32_t>(value);
 }
 
+// Appends `text` as a JSON string, as ordered_json::dump() writes it: as it
+// is when nothing in it needs escaping (the usual section name), else
+// through nlohmann's serializer.
+void AppendJsonString(std::string_view text, std::string& out) {
+  const bool plain = std::none_of(text.begin(), text.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == '"' || c == '\\';
+  });
+  if (plain) {
+    out.push_back('"');
+    out.append(text);
+    out.push_back('"');
+  } else {
+    out += ordered_json(std::string(text)).dump();
+  }
+}
+
 }  // namespace
 
 std::string Hex64(uint64_t value) { return absl::StrFormat("%016x", value); }
@@ -86,11 +104,17 @@ std::string ToolListHash(
 std::string SectionsJson(
     const google::protobuf::RepeatedPtrField<v1::SystemSection>& sections) {
   if (sections.empty()) return {};
-  ordered_json json = ordered_json::array();
+  // Written directly, not through an ordered_json (its nodes were 3.8 % of
+  // a Record stream's samples); the same text.
+  std::string json = "[";
   for (const v1::SystemSection& section : sections) {
-    json.push_back({{"name", section.name()}, {"hash", Hex64(section.hash())}});
+    if (json.size() > 1) json.push_back(',');
+    json += "{\"name\":";
+    AppendJsonString(section.name(), json);
+    absl::StrAppendFormat(&json, ",\"hash\":\"%016x\"}", section.hash());
   }
-  return json.dump();
+  json.push_back(']');
+  return json;
 }
 
 absl::Status ParseSectionsJson(
@@ -116,13 +140,16 @@ absl::Status ParseSectionsJson(
 std::string BreakpointsJson(
     const google::protobuf::RepeatedPtrField<v1::Breakpoint>& breakpoints) {
   if (breakpoints.empty()) return {};
-  ordered_json json = ordered_json::array();
+  std::string json = "[";
   for (const v1::Breakpoint& breakpoint : breakpoints) {
-    json.push_back({{"segment", EnumText(breakpoint.segment())},
-                    {"index", breakpoint.index()},
-                    {"ttl_seconds", breakpoint.ttl_seconds()}});
+    if (json.size() > 1) json.push_back(',');
+    json += "{\"segment\":";
+    AppendJsonString(EnumText(breakpoint.segment()), json);
+    absl::StrAppend(&json, ",\"index\":", breakpoint.index(),
+                    ",\"ttl_seconds\":", breakpoint.ttl_seconds(), "}");
   }
-  return json.dump();
+  json.push_back(']');
+  return json;
 }
 
 absl::Status ParseBreakpointsJson(

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "daemon/core/classifier.h"
@@ -115,6 +116,33 @@ TEST(ColumnsTest, BreakpointsRoundTripThroughJson) {
   v1::CacheControl parsed;
   ASSERT_TRUE(ParseBreakpointsJson(json, parsed.mutable_breakpoints()).ok());
   EXPECT_EQ(parsed.SerializeAsString(), control.SerializeAsString());
+}
+
+// Section names as ordered_json would write them, escapes included.
+TEST(ColumnsTest, SectionNamesAreEscapedAsJson) {
+  const std::string kNames[] = {"plain",
+                                "quote \"q\"",
+                                "back\\slash",
+                                "line\nbreak\ttab",
+                                std::string("nul\0x", 5),
+                                "\x1f unit",
+                                "caf\xc3\xa9 \xe2\x82\xac",
+                                "del \x7f",
+                                ""};
+  for (const std::string& name : kNames) {
+    v1::Snapshot snapshot;
+    v1::SystemSection* section = snapshot.add_system_sections();
+    section->set_name(name);
+    section->set_hash(0x0123456789abcdefULL);
+    const nlohmann::ordered_json want = nlohmann::ordered_json::array(
+        {{{"name", name}, {"hash", "0123456789abcdef"}}});
+    const std::string json = SectionsJson(snapshot.system_sections());
+    EXPECT_EQ(json, want.dump()) << name;
+    v1::Snapshot parsed;
+    ASSERT_TRUE(ParseSectionsJson(json, parsed.mutable_system_sections()).ok())
+        << json;
+    EXPECT_EQ(parsed.system_sections(0).name(), name);
+  }
 }
 
 TEST(ColumnsTest, MalformedJsonColumnsAreDataLoss) {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "daemon/util/status_macros.h"
 
 namespace cachewatch {
@@ -131,9 +132,19 @@ int Database::OnWalCommit(void* hook, sqlite3* db, const char* schema,
   return SQLITE_OK;
 }
 
+Statement::Statement(sqlite3_stmt* stmt, sqlite3* db) : stmt_(stmt), db_(db) {
+  const int count = sqlite3_bind_parameter_count(stmt_);
+  for (int index = 1; index <= count; ++index) {
+    // Null for a nameless "?" parameter; a name used twice has one index.
+    const char* name = sqlite3_bind_parameter_name(stmt_, index);
+    if (name != nullptr) parameters_.emplace(name, index);
+  }
+}
+
 Statement::Statement(Statement&& other) noexcept
     : stmt_(std::exchange(other.stmt_, nullptr)),
       db_(other.db_),
+      parameters_(std::move(other.parameters_)),
       bind_rc_(other.bind_rc_),
       bind_error_(std::move(other.bind_error_)) {}
 
@@ -142,6 +153,7 @@ Statement& Statement::operator=(Statement&& other) noexcept {
     sqlite3_finalize(stmt_);
     stmt_ = std::exchange(other.stmt_, nullptr);
     db_ = other.db_;
+    parameters_ = std::move(other.parameters_);
     bind_rc_ = other.bind_rc_;
     bind_error_ = std::move(other.bind_error_);
   }
@@ -151,9 +163,12 @@ Statement& Statement::operator=(Statement&& other) noexcept {
 Statement::~Statement() { sqlite3_finalize(stmt_); }
 
 int Statement::Index(const char* name) {
-  const int index = sqlite3_bind_parameter_index(stmt_, name);
-  if (index == 0) Check(SQLITE_RANGE, name);
-  return index;
+  const auto it = parameters_.find(absl::string_view(name));
+  if (it == parameters_.end()) {
+    Check(SQLITE_RANGE, name);
+    return 0;
+  }
+  return it->second;
 }
 
 void Statement::Check(int rc, const char* name) {

@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -87,8 +88,9 @@ class Database {
 
 // A prepared statement. Move-only; finalized on destruction.
 //
-// Parameters are bound by name (":agent"). A bind failure (an unknown name,
-// a value too big) is reported by the next Step() or Run().
+// Parameters are bound by name (":agent"), each name's index looked up in a
+// table made once at Prepare. A bind failure (an unknown name, a value too
+// big) is reported by the next Step() or Run().
 class Statement {
  public:
   // An empty statement, to be assigned one from Database::Prepare.
@@ -124,12 +126,16 @@ class Statement {
 
  private:
   friend class Database;
-  Statement(sqlite3_stmt* stmt, sqlite3* db) : stmt_(stmt), db_(db) {}
+  Statement(sqlite3_stmt* stmt, sqlite3* db);
   int Index(const char* name);
   void Check(int rc, const char* name);
 
   sqlite3_stmt* stmt_ = nullptr;
-  sqlite3* db_ = nullptr;    // Not owned.
+  sqlite3* db_ = nullptr;  // Not owned.
+  // Parameter name → index: sqlite3_bind_parameter_index compares the name
+  // with every parameter's in turn, which a 60-parameter upsert bound by
+  // name made 2.8 % of a Record stream's samples.
+  absl::flat_hash_map<std::string, int> parameters_;
   int bind_rc_ = SQLITE_OK;  // First bind failure since the last Reset().
   std::string bind_error_;
 };
