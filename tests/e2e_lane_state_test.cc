@@ -285,6 +285,68 @@ TEST_P(AcrossRestartTest, ASnapshotAcknowledgedBeforeGetsItsUsageAfter) {
   EXPECT_EQ(restarted_.Stop(), 0);
 }
 
+// A system prompt of `sections` sections, cached by a breakpoint on its
+// last block (blocks_after 0, as the client libraries and the proxy set it).
+v1::Snapshot WithSystemBreakpoint(v1::Snapshot snapshot, int sections) {
+  snapshot.clear_system_sections();
+  for (int i = 0; i < sections; ++i) {
+    v1::SystemSection* section = snapshot.add_system_sections();
+    section->set_name(std::string(1, static_cast<char>('a' + i)));
+    section->set_hash(i + 1);
+  }
+  snapshot.set_system_hash(sections);
+  v1::CacheControl* control = snapshot.mutable_cache_control();
+  control->set_enabled(true);
+  v1::Breakpoint* breakpoint = control->add_breakpoints();
+  breakpoint->set_segment(v1::PROMPT_SEGMENT_SYSTEM);
+  breakpoint->set_index(sections - 1);
+  breakpoint->set_blocks_after(0);
+  return snapshot;
+}
+
+// The breakpoint stays "on the system prompt's last block" when a section
+// is added: the restored previous turn says so too, so the break has the
+// reasons it has without a restart (system_changed, not also
+// cache_control_changed).
+TEST_P(AcrossRestartTest, ABreakpointAtTheSegmentsEndIsRestoredThere) {
+  const TurnSpec r0{.session = "bp", .request_id = "r0", .write = 20000};
+  const TurnSpec r1{.session = "bp",
+                    .request_id = "r1",
+                    .at_us = 30 * kSecond,
+                    .write = 20000};
+  const auto send = [](Client& client, const TurnSpec& spec, int sections) {
+    client.Snapshot(WithSystemBreakpoint(SnapshotOf(spec), sections));
+    return client.Usage(UsageOf(spec)).classification();
+  };
+  v1::TurnClassification without_restart;
+  {
+    DaemonProcess reference;
+    ASSERT_TRUE(reference.Start(dir_.File("reference.db")));
+    Client client(reference);
+    send(client, r0, 2);
+    without_restart = send(client, r1, 3);
+    EXPECT_EQ(reference.Stop(), 0);
+  }
+  ASSERT_EQ(without_restart.verdict(), v1::VERDICT_BREAK);
+  EXPECT_EQ(without_restart.cache_break().primary_reason(),
+            v1::REASON_SYSTEM_CHANGED);
+  {
+    Client client(daemon_);
+    send(client, r0, 2);
+  }
+  RestartDaemon();
+  Client client(restarted_);
+  const v1::TurnClassification after_restart = send(client, r1, 3);
+  ASSERT_EQ(after_restart.verdict(), v1::VERDICT_BREAK);
+  EXPECT_EQ(after_restart.cache_break().primary_reason(),
+            without_restart.cache_break().primary_reason());
+  EXPECT_EQ(std::vector<int>(after_restart.cache_break().reasons().begin(),
+                             after_restart.cache_break().reasons().end()),
+            std::vector<int>(without_restart.cache_break().reasons().begin(),
+                             without_restart.cache_break().reasons().end()));
+  EXPECT_EQ(restarted_.Stop(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Restarts, AcrossRestartTest,
                          ::testing::Values(Restart::kSigkill,
                                            Restart::kSigterm),

@@ -146,7 +146,13 @@ std::string BreakpointsJson(
     json += "{\"segment\":";
     AppendJsonString(EnumText(breakpoint.segment()), json);
     absl::StrAppend(&json, ",\"index\":", breakpoint.index(),
-                    ",\"ttl_seconds\":", breakpoint.ttl_seconds(), "}");
+                    ",\"ttl_seconds\":", breakpoint.ttl_seconds());
+    // Where the breakpoint is in its segment: the classifier needs it to
+    // diff this turn as the next turn's previous one after a restart.
+    if (breakpoint.has_blocks_after()) {
+      absl::StrAppend(&json, ",\"blocks_after\":", breakpoint.blocks_after());
+    }
+    json.push_back('}');
   }
   json.push_back(']');
   return json;
@@ -167,13 +173,19 @@ absl::Status ParseBreakpointsJson(
     }
     const std::optional<uint32_t> index = Uint32Member(item, "index");
     const std::optional<uint32_t> ttl = Uint32Member(item, "ttl_seconds");
-    if (!segment.has_value() || !index.has_value() || !ttl.has_value()) {
+    // Absent in rows written before it was stored, and when not sent.
+    const bool has_blocks_after = item.contains("blocks_after");
+    const std::optional<uint32_t> blocks_after =
+        Uint32Member(item, "blocks_after");
+    if (!segment.has_value() || !index.has_value() || !ttl.has_value() ||
+        (has_blocks_after && !blocks_after.has_value())) {
       return Malformed("breakpoints", json);
     }
     v1::Breakpoint* breakpoint = breakpoints->Add();
     breakpoint->set_segment(*segment);
     breakpoint->set_index(*index);
     breakpoint->set_ttl_seconds(*ttl);
+    if (blocks_after.has_value()) breakpoint->set_blocks_after(*blocks_after);
   }
   return absl::OkStatus();
 }

@@ -111,11 +111,30 @@ TEST(ColumnsTest, BreakpointsRoundTripThroughJson) {
   breakpoint->set_segment(v1::PROMPT_SEGMENT_SYSTEM);
   breakpoint->set_index(4);
   breakpoint->set_ttl_seconds(3600);
+  v1::Breakpoint* at_end = control.add_breakpoints();
+  at_end->set_segment(v1::PROMPT_SEGMENT_TOOLS);
+  at_end->set_index(7);
+  at_end->set_blocks_after(0);
   const std::string json = BreakpointsJson(control.breakpoints());
-  EXPECT_EQ(json, R"([{"segment":"system","index":4,"ttl_seconds":3600}])");
+  EXPECT_EQ(
+      json,
+      R"([{"segment":"system","index":4,"ttl_seconds":3600},)"
+      R"({"segment":"tools","index":7,"ttl_seconds":0,"blocks_after":0}])");
   v1::CacheControl parsed;
   ASSERT_TRUE(ParseBreakpointsJson(json, parsed.mutable_breakpoints()).ok());
   EXPECT_EQ(parsed.SerializeAsString(), control.SerializeAsString());
+}
+
+// Rows written before blocks_after was stored read back without it.
+TEST(ColumnsTest, BreakpointsWithoutBlocksAfterReadBackWithout) {
+  v1::CacheControl parsed;
+  ASSERT_TRUE(ParseBreakpointsJson(
+                  R"([{"segment":"system","index":4,"ttl_seconds":300}])",
+                  parsed.mutable_breakpoints())
+                  .ok());
+  ASSERT_EQ(parsed.breakpoints_size(), 1);
+  EXPECT_FALSE(parsed.breakpoints(0).has_blocks_after());
+  EXPECT_EQ(parsed.breakpoints(0).index(), 4u);
 }
 
 // Section names as ordered_json would write them, escapes included.
@@ -162,7 +181,8 @@ TEST(ColumnsTest, MalformedJsonColumnsAreDataLoss) {
   const char* const kBadBreakpoints[] = {
       "[", R"([{"segment":"tools","index":-1,"ttl_seconds":0}])",
       R"([{"segment":"nowhere","index":0,"ttl_seconds":0}])",
-      R"([{"segment":"tools","index":0,"ttl_seconds":4294967296}])"};
+      R"([{"segment":"tools","index":0,"ttl_seconds":4294967296}])",
+      R"([{"segment":"tools","index":0,"ttl_seconds":0,"blocks_after":"0"}])"};
   for (const char* json : kBadBreakpoints) {
     v1::CacheControl control;
     EXPECT_TRUE(absl::IsDataLoss(
