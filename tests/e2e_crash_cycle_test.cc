@@ -145,7 +145,11 @@ TEST(CrashCycleTest, RetriesAfterARestartAreAnsweredAsDuplicates) {
     DaemonProcess daemon;
     ASSERT_TRUE(daemon.Start(db));
     StreamLoad load(daemon.grpc_address(), kAgent, "retried", kStreams);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    // Killed under load once some records are acknowledged (not after a
+    // fixed time: on a busy machine 300 ms could see fewer than 10 acks).
+    for (int i = 0; i < 3000 && load.acked_count() <= 50; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     daemon.Kill();
     load.Join();
     acked = load.acked();
