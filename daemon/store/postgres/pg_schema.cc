@@ -210,6 +210,18 @@ BEGIN
 END
 $fn$;
 )sql",
+      // 3: the index the writes look a turn up by, on a hash of its key
+      // (pg_write_statements.h, kPgUpsertTurns): the lookup is written so
+      // that no other index can serve it, and the plan PostgreSQL caches
+      // for it never reads a day or a lane per turn, whatever a
+      // partition's statistics. It replaces turns_by_request, which served
+      // no query turns_key does not.
+      R"sql(
+DROP INDEX turns_by_request;
+CREATE INDEX turns_by_key_hash ON turns ((hashtextextended(
+  agent || E'\x1f' || session_id || E'\x1f' || lane || E'\x1f' || request_id,
+  0)));
+)sql",
   };
   return *kMigrations;
 }

@@ -8,6 +8,18 @@
 // of the transaction, keep another daemon from inserting the same turn
 // meanwhile.
 //
+// A turn is looked up by turns_by_key_hash (schema version 3) and by nothing
+// else: the plans of these statements are generic (made once per connection
+// and remade whenever a partition is analyzed, when it may hold a handful of
+// rows), and a plan that looked a turn up through turns_by_time or
+// turns_by_lane_time would read the whole day or lane for every turn. So the
+// lookup's only indexable condition is the key hash: the key's columns are
+// compared with IS NOT DISTINCT FROM (no index can use it), the request-time
+// window is written as `(t >= from OR t IS NULL)` (run-time partition pruning
+// still uses it; a plain index scan cannot), and the writer's session has
+// sequential, bitmap and index-only scans off (postgres_store.cc), which
+// leaves the hash index as the one path whatever the statistics.
+//
 // Parameters are positional; every one is cast to its column's type.
 #ifndef CACHEWATCH_DAEMON_STORE_POSTGRES_PG_WRITE_STATEMENTS_H_
 #define CACHEWATCH_DAEMON_STORE_POSTGRES_PG_WRITE_STATEMENTS_H_
@@ -16,6 +28,26 @@
 #include "daemon/store/turn_columns.h"
 
 namespace cachewatch {
+
+// The expression turns_by_key_hash indexes (pg_schema.cc, migration 3) over
+// four text SQL expressions: over a turns row's key columns it is the
+// indexed expression, over the values a row is looked up by it is what the
+// index is searched for.
+#define CACHEWATCH_PG_KEY_HASH(agent, session_id, lane, request_id) \
+  "hashtextextended(" agent " || E'\\x1f' || " session_id           \
+  " || E'\\x1f' || " lane " || E'\\x1f' || " request_id ", 0)"
+// `column` equals `value` (no index can serve IS NOT DISTINCT FROM).
+#define CACHEWATCH_PG_SAME(column, value) \
+  "\n      AND " column " IS NOT DISTINCT FROM " value
+// Row `t` of turns has the key (agent, session_id, lane, request_id) (text
+// SQL expressions), found through turns_by_key_hash alone.
+#define CACHEWATCH_PG_KEY_IS(t, agent, session_id, lane, request_id)          \
+  CACHEWATCH_PG_KEY_HASH(t "agent", t "session_id", t "lane", t "request_id") \
+  " = " CACHEWATCH_PG_KEY_HASH(agent, session_id, lane, request_id)           \
+      CACHEWATCH_PG_SAME(t "agent", agent)                                    \
+          CACHEWATCH_PG_SAME(t "session_id", session_id)                      \
+              CACHEWATCH_PG_SAME(t "lane", lane)                              \
+                  CACHEWATCH_PG_SAME(t "request_id", request_id)
 
 // The lanes' advisory locks, always taken in the same order (no deadlock
 // between two daemons' batches). $1: bigint[] of lane hashes.
@@ -140,9 +172,10 @@ WITH input AS (
 existing AS (
   SELECT i.ord, (
     SELECT t.request_time_us FROM turns AS t
-    WHERE t.agent = i.agent AND t.session_id = i.session_id
-      AND t.lane = i.lane AND t.request_id = i.request_id
-      AND t.request_time_us >= i.from_us AND t.request_time_us < i.until_us
+    WHERE )sql" CACHEWATCH_PG_KEY_IS("t.", "i.agent", "i.session_id", "i.lane",
+                                     "i.request_id") R"sql(
+      AND (t.request_time_us >= i.from_us OR t.request_time_us IS NULL)
+      AND (t.request_time_us < i.until_us OR t.request_time_us IS NULL)
     LIMIT 1) AS found_us
   FROM input AS i),
 updated AS (
@@ -231,9 +264,14 @@ SELECT
   $36::text, $37::bytea
 WHERE EXISTS (
   SELECT 1 FROM turns
-  WHERE agent = $2::text AND session_id = $3::text AND lane = $4::text
-    AND request_id = $7::text AND break_id = $1::text)
+  WHERE )sql" CACHEWATCH_PG_KEY_IS("", "$2::text", "$3::text", "$4::text",
+                                   "$7::text") R"sql(
+    AND break_id = $1::text)
 ON CONFLICT (break_id, request_time_us) DO NOTHING)sql";
+
+#undef CACHEWATCH_PG_KEY_IS
+#undef CACHEWATCH_PG_SAME
+#undef CACHEWATCH_PG_KEY_HASH
 
 }  // namespace cachewatch
 

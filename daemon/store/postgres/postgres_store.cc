@@ -55,16 +55,24 @@ absl::Status SetUpSession(PgConnection& connection) {
       "SET plan_cache_mode = force_generic_plan");
 }
 
-// The writer's session also keeps its statements off sequential scans: a
-// batch's generic plans are made at its first commit, when the day's
-// partition is small and has no statistics, and a plan that scanned the
-// partition to find the turns to update would then read every row of the
-// day for every batch (the commit time grew with the partition). Every
-// write statement finds its rows by key.
-absl::Status SetUpWriterSession(PgConnection& connection) {
+}  // namespace
+
+// The writer's session also keeps its statements off sequential, bitmap and
+// index-only scans: a batch's generic plans are made at its first commit,
+// and again whenever autovacuum analyzes a partition, when the day's
+// partition may be empty or hold a few rows, and a plan that scanned the
+// partition (or read a whole index) to find a turn would then read every
+// row of the day for every turn (the commit time grew with the partition).
+// Every write statement finds its rows by key; the turn lookup's one plain
+// index scan is turns_by_key_hash (pg_write_statements.h).
+absl::Status PgSetUpWriterSession(PgConnection& connection) {
   CACHEWATCH_RETURN_IF_ERROR(SetUpSession(connection));
-  return connection.Exec("SET enable_seqscan = off");
+  return connection.Exec(
+      "SET enable_seqscan = off; SET enable_bitmapscan = off; "
+      "SET enable_indexonlyscan = off");
 }
+
+namespace {
 
 // Lanes whose last read write_seq a store remembers at most.
 constexpr size_t kMaxSeenLanes = size_t{1} << 22;
@@ -577,7 +585,7 @@ bool IsPostgresUrl(std::string_view store) {
 absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
     const PostgresStoreOptions& options) {
   auto writer = std::make_unique<PgPool>(options.url, 1, options.timeout,
-                                         SetUpWriterSession);
+                                         PgSetUpWriterSession);
   {
     absl::StatusOr<PgPool::Lease> connection = writer->Acquire();
     if (!connection.ok()) return connection.status();

@@ -94,6 +94,14 @@ int64_t PgLaneKey(const LaneKey& key);
 // ("postgres://..." or "postgresql://...").
 bool IsPostgresUrl(std::string_view store);
 
+// Sets up a connection as the store's writer connection is (durable
+// commits, generic plans, and no sequential, bitmap or index-only scans: the
+// turn lookup's plan is an index scan of turns_by_key_hash whatever the
+// partitions' statistics). The store calls it on each writer connection;
+// tests call it to see the writer's plans. Safe on any connection not in use
+// by another thread.
+absl::Status PgSetUpWriterSession(PgConnection& connection);
+
 class PostgresStore final : public RecordStore, public BreakQueries {
  public:
   // Connects, migrates the schema and creates the partitions of yesterday

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -14,12 +15,14 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/store/postgres/pg_connection.h"
 #include "daemon/store/postgres/pg_pool.h"
 #include "daemon/store/postgres/pg_schema.h"
+#include "daemon/store/postgres/pg_write_statements.h"
 #include "daemon/store/sqlite/store_test_util.h"
 #include "daemon/store/stale_lanes.h"
 #include "tests/support/postgres_process.h"
@@ -244,6 +247,109 @@ TEST_F(PostgresStoreTest, TwoStoresWritingTheSameTurnsStoreThemOnce) {
                   "AND usage_received = 1 AND verdict = 'ok' AND "
                   "request_time_us = response_time_us - 1000000"),
             kTurns);
+}
+
+// The plan the writer's connection makes for `sql` (a write statement of
+// pg_write_statements.h with `params` parameters): generic, as the store's
+// are, so the parameters' values (NULL here) do not matter. One line a node.
+std::vector<std::string> WriterPlan(const std::string& url, const char* sql,
+                                    int params) {
+  absl::StatusOr<std::unique_ptr<PgConnection>> connection =
+      PgConnection::Connect(url, std::chrono::milliseconds(10000));
+  EXPECT_TRUE(connection.ok()) << connection.status();
+  if (!connection.ok()) return {};
+  EXPECT_TRUE(PgSetUpWriterSession(**connection).ok());
+  EXPECT_TRUE((*connection)->Prepare("statement", sql).ok());
+  std::string explain = "EXPLAIN EXECUTE statement(";
+  for (int i = 0; i < params; ++i)
+    absl::StrAppend(&explain, i ? "," : "", "NULL");
+  absl::StatusOr<PgResult> plan = (*connection)->Query(explain + ")");
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  std::vector<std::string> lines;
+  for (int i = 0; plan.ok() && i < plan->rows(); ++i) {
+    lines.emplace_back(plan->row(i).Text(0));
+  }
+  return lines;
+}
+
+// Issue 17: the generic plan of the turn lookup looked turns up through
+// turns_by_time (or turns_by_lane_time) when it was made while today's
+// partition held a few hundred analyzed rows, and kept reading the whole day
+// (lane) for every turn as the partition grew. Whatever the statistics, the
+// plan of every write statement that finds a turn by its key reads each
+// partition through turns_by_key_hash alone.
+TEST_F(PostgresStoreTest, TurnLookupsUseTheKeyHashIndexWhateverTheStatistics) {
+  struct State {
+    int turns;     // Written (one lane in four) before the plan is made.
+    bool analyze;  // ANALYZE turns before the plan is made.
+  };
+  constexpr State kStates[] = {{0, false},   {0, true},    {60, true},
+                               {300, true},  {1000, true}, {1000, false},
+                               {300, false}, {3000, true}};
+  for (const State& state : kStates) {
+    SCOPED_TRACE(
+        absl::StrCat(state.turns, " turns, analyzed: ", state.analyze));
+    const std::string database =
+        absl::StrCat(database_, "_", state.turns, state.analyze ? "a" : "");
+    ASSERT_TRUE(server_->CreateDatabase(database));
+    PostgresStoreOptions options = Options();
+    options.url = server_->Url(database);
+    {
+      absl::StatusOr<std::unique_ptr<PostgresStore>> store =
+          PostgresStore::Open(options);
+      ASSERT_TRUE(store.ok()) << store.status();
+      std::vector<StoreWrite> batch;
+      for (int i = 0; i < state.turns; ++i) {
+        const LaneKey key = Key(absl::StrCat("s", i % 4));
+        const std::string id = absl::StrCat("r", i);
+        for (StoreWrite& write :
+             TurnUnit(key, id, kT0 + i * kSecond,
+                      Classified(key, id, v1::VERDICT_OK))) {
+          batch.push_back(std::move(write));
+        }
+        if (batch.size() >= 300 || i + 1 == state.turns) {
+          ASSERT_TRUE((*store)->Write(std::move(batch)).ok());
+          batch.clear();
+        }
+      }
+    }
+    if (state.analyze) server_->Psql(database, "ANALYZE turns");
+    const std::vector<std::string> hash_indexes = absl::StrSplit(
+        server_->Psql(database,
+                      "SELECT string_agg(c.relname, ',') FROM pg_inherits i "
+                      "JOIN pg_class c ON c.oid = i.inhrelid WHERE "
+                      "i.inhparent = 'turns_by_key_hash'::regclass"),
+        ',', absl::SkipEmpty());
+    ASSERT_FALSE(hash_indexes.empty());
+    // Every scan of a turns partition in `lines` is an index scan of
+    // turns_by_key_hash; returns how many there are.
+    auto key_hash_scans = [&](const std::vector<std::string>& lines) {
+      int scans = 0;
+      for (const std::string& line : lines) {
+        if (line.find(" on turns_p") == std::string::npos) continue;
+        bool hash = false;
+        for (const std::string& index : hash_indexes) {
+          hash |= line.find("Index Scan using " + index + " on turns_p") !=
+                  std::string::npos;
+        }
+        EXPECT_TRUE(hash) << line;
+        ++scans;
+      }
+      return scans;
+    };
+    // The turn statement: its lookup (the `existing` CTE's subplan).
+    const std::vector<std::string> turns =
+        WriterPlan(options.url, kPgUpsertTurns, 45);
+    auto begin = std::find_if(turns.begin(), turns.end(), [](const auto& l) {
+      return l.find("SubPlan") != std::string::npos;
+    });
+    auto end = std::find_if(begin, turns.end(), [](const auto& l) {
+      return l.find("CTE updated") != std::string::npos;
+    });
+    EXPECT_GE(key_hash_scans({begin, end}), 1) << absl::StrJoin(turns, "\n");
+    // The break statement's check that its turn took the verdict.
+    EXPECT_GE(key_hash_scans(WriterPlan(options.url, kPgInsertBreak, 37)), 1);
+  }
 }
 
 // A daemon's cached lane is stale once another daemon wrote the lane after
