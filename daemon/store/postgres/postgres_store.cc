@@ -46,8 +46,9 @@ constexpr int64_t kMaxTime = std::numeric_limits<int64_t>::max();
 
 // Session settings of every connection: durable commits (the store acks
 // after COMMIT), a bound on how long a statement may wait for a lock, and
-// custom plans (a generic plan made while a partition is still empty and
-// unanalyzed may scan the lane instead of looking its turn up by key).
+// generic plans (a custom plan per execution cost more planning than the
+// write statements take to run; the writer's session below keeps those
+// plans on the key indexes).
 absl::Status SetUpSession(PgConnection& connection) {
   return connection.Exec(
       "SET synchronous_commit = on; SET lock_timeout = '30s'; "
