@@ -62,6 +62,7 @@ namespace cachewatch {
 struct GroupCommitOptions {
   // An extra wait, from when the batch's first write was queued, for more
   // records before committing; 0 commits as soon as no commit is in flight.
+  // The leader waits it out on its own thread, a WriteAsync() caller's too.
   // Default 0.
   std::chrono::microseconds max_batch_delay{0};
   // Most records of one batch (a single Write() is never split, so a larger
