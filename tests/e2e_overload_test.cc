@@ -106,6 +106,98 @@ TEST(OverloadTest, FullWriteQueuePushesBackThenDrains) {
   EXPECT_EQ(daemon.Stop(), 0);
 }
 
+// The daemon's thread count, from /proc/<pid>/status.
+int64_t DaemonThreads(pid_t pid) {
+  return testing::ProcessStatusKiB(pid, "Threads");  // A count, not KiB.
+}
+
+// Unary calls waiting for a commit wait in the store's queue, not on a
+// thread each (the group commit answers them through a callback): with the
+// store's writer held up by another process's transaction, many concurrent
+// calls add hardly a thread to the daemon, and once the lock is gone every
+// one is acknowledged and stored.
+TEST(OverloadTest, UnaryCallsWaitingForACommitHoldNoThread) {
+  TempDir dir;
+  const std::string db = dir.File("cachewatch.db");
+  DaemonProcess daemon;
+  // The blocked commit waits for the lock for as long as the test needs.
+  ASSERT_TRUE(daemon.Start(db, {"--store-timeout-ms=120000"}));
+  // Calls before, so that the threads the daemon starts on its first calls
+  // are counted in the baseline.
+  std::set<std::string> sessions;
+  {
+    std::vector<std::thread> warmup;
+    for (int c = 0; c < 4; ++c) {
+      warmup.emplace_back([&daemon, c] {
+        auto stub = daemon.NewStub();
+        for (int i = 0; i < 4; ++i) {
+          grpc::ClientContext context;
+          v1::RecordSnapshotRequest request;
+          *request.mutable_snapshot() =
+              TurnSnapshot(kAgent, "warmup-" + std::to_string(c * 4 + i), 0);
+          v1::RecordSnapshotResponse response;
+          EXPECT_TRUE(stub->RecordSnapshot(&context, request, &response).ok());
+        }
+      });
+    }
+    for (std::thread& thread : warmup) thread.join();
+    for (int s = 0; s < 16; ++s) sessions.insert("warmup-" + std::to_string(s));
+  }
+  const int64_t threads_before = DaemonThreads(daemon.pid());
+  ASSERT_GT(threads_before, 0);
+
+  sqlite3* blocker = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &blocker), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(blocker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  constexpr int kCalls = 48;
+  std::mutex mutex;
+  std::vector<std::string> failed;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kCalls; ++c) {
+    const std::string session = "client-" + std::to_string(c);
+    sessions.insert(session);
+    clients.emplace_back([&, session] {
+      auto stub = daemon.NewStub();
+      grpc::ClientContext context;
+      v1::RecordSnapshotRequest request;
+      *request.mutable_snapshot() = TurnSnapshot(kAgent, session, 0);
+      v1::RecordSnapshotResponse response;
+      const grpc::Status status =
+          stub->RecordSnapshot(&context, request, &response);
+      if (!status.ok()) {
+        std::lock_guard<std::mutex> lock(mutex);
+        failed.push_back(session + ": " + status.error_message());
+      }
+    });
+  }
+  // Every call but the one whose commit is blocked waits in the store's
+  // queue (the gauge is refreshed every second).
+  int64_t queued = 0;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (queued < kCalls - 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    queued = static_cast<int64_t>(testing::MetricValue(
+        testing::HttpGet(daemon.metrics_address(), "/metrics"),
+        {"cachewatch_store_queue_records"}));
+  }
+  EXPECT_EQ(queued, kCalls - 1);
+  const int64_t threads_waiting = DaemonThreads(daemon.pid());
+  // A thread per waiting call would be kCalls more.
+  EXPECT_LT(threads_waiting - threads_before, kCalls / 4)
+      << threads_before << " threads before, " << threads_waiting << " with "
+      << kCalls << " calls waiting";
+
+  ASSERT_EQ(sqlite3_exec(blocker, "ROLLBACK", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(blocker);
+  for (std::thread& client : clients) client.join();
+  EXPECT_TRUE(failed.empty()) << failed.front();
+  EXPECT_EQ(StoredRowSet(db, "SELECT session_id FROM turns"), sessions);
+  EXPECT_EQ(daemon.Stop(), 0);
+}
+
 // Sends one snapshot on each of `lanes` distinct lanes over `streams` Record
 // streams, at most `window` records unacknowledged per stream; returns the
 // number of records not acknowledged OK. (Each lane then holds an unpaired

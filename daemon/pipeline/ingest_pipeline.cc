@@ -258,18 +258,48 @@ ProcessedRecord IngestPipeline::ProcessUsage(v1::Usage usage) {
   return record;
 }
 
-void IngestPipeline::Commit(std::vector<ProcessedRecord*> records) {
+std::vector<StoreWrite> IngestPipeline::TakeWrites(
+    const std::vector<ProcessedRecord*>& records) {
   std::vector<StoreWrite> writes;
   for (ProcessedRecord* record : records) {
     if (!record->status.ok()) continue;
     for (StoreWrite& write : record->writes) writes.push_back(std::move(write));
     record->writes.clear();
   }
+  return writes;
+}
+
+void IngestPipeline::Commit(std::vector<ProcessedRecord*> records) {
+  std::vector<StoreWrite> writes = TakeWrites(records);
+  const size_t count = writes.size();
+  const auto start = std::chrono::steady_clock::now();
   absl::Status committed;
-  if (!writes.empty()) {
-    const size_t count = writes.size();
-    const auto start = std::chrono::steady_clock::now();
-    committed = store_->Write(std::move(writes));
+  if (count > 0) committed = store_->Write(std::move(writes));
+  FinishCommit(records, std::move(committed), count, start);
+}
+
+void IngestPipeline::CommitAsync(std::vector<ProcessedRecord*> records,
+                                 std::function<void()> done) {
+  std::vector<StoreWrite> writes = TakeWrites(records);
+  const size_t count = writes.size();
+  const auto start = std::chrono::steady_clock::now();
+  if (count == 0) {
+    FinishCommit(records, absl::OkStatus(), count, start);
+    done();
+    return;
+  }
+  store_->WriteAsync(std::move(writes), [this, records = std::move(records),
+                                         done = std::move(done), count,
+                                         start](absl::Status committed) {
+    FinishCommit(records, std::move(committed), count, start);
+    done();
+  });
+}
+
+void IngestPipeline::FinishCommit(const std::vector<ProcessedRecord*>& records,
+                                  absl::Status committed, size_t count,
+                                  std::chrono::steady_clock::time_point start) {
+  if (count > 0) {
     telemetry_->ObserveStoreCommit(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count(),

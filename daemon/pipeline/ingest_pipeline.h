@@ -36,6 +36,7 @@
 #define CACHEWATCH_DAEMON_PIPELINE_INGEST_PIPELINE_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -111,6 +112,16 @@ class IngestPipeline {
   // their classifications. On failure sets each OK record's status to the
   // store's error (RESOURCE_EXHAUSTED or UNAVAILABLE) and exports nothing.
   void Commit(std::vector<ProcessedRecord*> records);
+  // Commit() without waiting for other callers' commits (a unary call's
+  // receiver hands its record over and goes on): the records go into the
+  // store's queue now (RecordStore::WriteAsync, which refuses them at once
+  // when it is full), and `done` is called exactly once when every record's
+  // status is final and their classifications are exported — on this thread
+  // (at once when none needs a commit, or when it led the commit) or on the
+  // thread that committed them. The records must live until then; `done`
+  // must not block.
+  void CommitAsync(std::vector<ProcessedRecord*> records,
+                   std::function<void()> done);
 
   // Expires unpaired snapshots and idle lanes, updates gauges and, at most
   // once a minute, applies retention; logs the store and retention errors
@@ -144,6 +155,14 @@ class IngestPipeline {
   // How far back a lane lookup at `now_us` reads.
   LaneLookup LookupAt(int64_t now_us) const;
   void CountOutcome(const ProcessedRecord& record);
+  // Commit()'s two halves: moves the OK records' writes out into one
+  // store write; after the store answered `committed` (for `count` writes
+  // queued at `start`), sets the records' statuses, counts and exports them.
+  static std::vector<StoreWrite> TakeWrites(
+      const std::vector<ProcessedRecord*>& records);
+  void FinishCommit(const std::vector<ProcessedRecord*>& records,
+                    absl::Status committed, size_t count,
+                    std::chrono::steady_clock::time_point start);
   // Forgets the lanes a failed store write found stale (a shared store,
   // daemon/store/stale_lanes.h); whether there were any.
   bool DropStaleLanes(const absl::Status& status);

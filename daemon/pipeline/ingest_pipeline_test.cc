@@ -44,9 +44,19 @@ class FixedClock : public Clock {
 
 // A RecordStore in memory that answers every Write() with `status` and
 // calls `on_write` first (to look at the exporters while the commit is in
-// progress).
+// progress). With `defer_async`, WriteAsync() takes the writes as Write()
+// does but keeps its callback in `deferred` for the test to call.
 class FakeStore final : public RecordStore {
  public:
+  void WriteAsync(std::vector<StoreWrite> writes, WriteDone done) override {
+    if (!defer_async) {
+      RecordStore::WriteAsync(std::move(writes), std::move(done));
+      return;
+    }
+    const absl::Status written = Write(std::move(writes));
+    EXPECT_TRUE(written.ok()) << written;
+    deferred.push_back(std::move(done));
+  }
   absl::Status Write(std::vector<StoreWrite> writes) override {
     if (on_write) on_write();
     std::lock_guard<std::mutex> lock(mutex);
@@ -75,6 +85,8 @@ class FakeStore final : public RecordStore {
 
   absl::Status status;
   std::function<void()> on_write;
+  bool defer_async = false;
+  std::vector<WriteDone> deferred;
   std::mutex mutex;
   int write_calls = 0;              // Guarded by mutex.
   std::vector<size_t> write_sizes;  // Records of each call; guarded by mutex.
@@ -214,6 +226,77 @@ TEST_F(PipelineSeamsTest, ARejectedRecordIsNeitherWrittenNorExported) {
   EXPECT_EQ(Metric("cachewatch_ingest_records_total",
                    {{"kind", "snapshot"}, {"outcome", "invalid"}}),
             1);
+}
+
+TEST_F(PipelineSeamsTest, CommitAsyncAnswersAndExportsFromTheStoresCallback) {
+  RecordingExporter exporter;
+  Start(&exporter);
+  store_.defer_async = true;
+  ProcessedRecord snapshot = pipeline_->ProcessSnapshot(BaseSnapshot("r1", 10));
+  ProcessedRecord usage =
+      pipeline_->ProcessUsage(UsageRecord("r1", 11, Usage(0, 20000, 50)));
+  int done = 0;
+  pipeline_->CommitAsync({&snapshot, &usage}, [&] { ++done; });
+
+  // Handed to the store in one write, but neither answered nor exported
+  // before the store calls back.
+  EXPECT_EQ(done, 0);
+  EXPECT_EQ(store_.write_calls, 1);
+  EXPECT_EQ(store_.written.size(), 3u);
+  EXPECT_THAT(exporter.request_ids(), ::testing::IsEmpty());
+  EXPECT_EQ(Metric("cachewatch_ingest_records_total",
+                   {{"kind", "usage"}, {"outcome", "accepted"}})
+                .value_or(0),
+            0);
+  ASSERT_EQ(store_.deferred.size(), 1u);
+
+  store_.deferred[0](absl::OkStatus());
+  EXPECT_EQ(done, 1);
+  EXPECT_TRUE(snapshot.status.ok()) << snapshot.status;
+  EXPECT_TRUE(usage.status.ok()) << usage.status;
+  EXPECT_THAT(exporter.request_ids(), ::testing::ElementsAre("r1"));
+  EXPECT_EQ(Metric("cachewatch_ingest_records_total",
+                   {{"kind", "usage"}, {"outcome", "accepted"}}),
+            1);
+}
+
+TEST_F(PipelineSeamsTest, CommitAsyncRefusedByAFullQueueAnswersItsStatus) {
+  RecordingExporter exporter;
+  Start(&exporter);
+  store_.defer_async = true;
+  ProcessedRecord snapshot = pipeline_->ProcessSnapshot(BaseSnapshot("r1", 10));
+  ProcessedRecord usage =
+      pipeline_->ProcessUsage(UsageRecord("r1", 11, Usage(0, 20000, 50)));
+  int done = 0;
+  pipeline_->CommitAsync({&snapshot, &usage}, [&] { ++done; });
+  ASSERT_EQ(store_.deferred.size(), 1u);
+  const absl::Status full = absl::ResourceExhaustedError(
+      "store queue full: ... (--max-queued-records)");
+  store_.deferred[0](full);
+
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(snapshot.status, full);
+  EXPECT_EQ(usage.status, full);
+  EXPECT_THAT(exporter.request_ids(), ::testing::IsEmpty());
+  EXPECT_EQ(Metric("cachewatch_ingest_records_total",
+                   {{"kind", "snapshot"}, {"outcome", "resource_exhausted"}}),
+            1);
+  // Back-pressure, not an unhealthy store.
+  EXPECT_NE(Metric("cachewatch_store_healthy"), 0);
+}
+
+TEST_F(PipelineSeamsTest, CommitAsyncAnswersARejectedRecordAtOnce) {
+  RecordingExporter exporter;
+  Start(&exporter);
+  store_.defer_async = true;
+  ProcessedRecord record = pipeline_->ProcessSnapshot(BaseSnapshot("", 10));
+  int done = 0;
+  pipeline_->CommitAsync({&record}, [&] { ++done; });
+
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(record.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.write_calls, 0);
+  EXPECT_TRUE(store_.deferred.empty());
 }
 
 TEST_F(PipelineSeamsTest, AFailingExporterIsCountedAndOthersStillExport) {

@@ -279,10 +279,13 @@ int RunServer(const Config& config, const std::string& version) {
   int grpc_port = 0;
   builder.AddListeningPort(config.listen, *credentials, &grpc_port);
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
-  // The unary calls run on gRPC's synchronous thread pool, which by default
-  // keeps at most 2 idle threads: a commit holds a thread long enough that
-  // concurrent calls make it start a thread per call and end it after
-  // (~370 threads a second under 4 unary clients). Idle threads kept:
+  // The query calls (and WatchBreaks, health checks) run on gRPC's
+  // synchronous thread pool, which by default keeps at most 2 idle threads;
+  // the ingest calls are on the asynchronous API (daemon/receiver/grpc) and
+  // hold no thread while their commit is pending. The bound was raised when
+  // unary ingest ran on the pool, each call holding a thread through its
+  // commit (~370 threads a second started and ended under 4 unary clients);
+  // with no call waiting there it starts no more threads. Idle threads kept:
   builder.SetSyncServerOption(
       grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxIdleUnaryThreads);
   builder.RegisterService(&service);

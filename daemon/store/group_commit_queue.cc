@@ -7,12 +7,14 @@
 
 namespace cachewatch {
 
-// One Write() call waiting for its commit, on its caller's stack.
+// One write waiting for its commit: a Write()'s on its caller's stack, a
+// WriteAsync()'s on the heap (deleted once its callback was called).
 struct GroupCommitQueue::PendingWrite {
   std::vector<StoreWrite> writes;
   std::chrono::steady_clock::time_point enqueued;
-  absl::Status status;  // Set by the leader together with `done`.
-  bool done = false;
+  Done done;            // Set for a WriteAsync().
+  absl::Status status;  // Set by the leader together with `answered`.
+  bool answered = false;
 };
 
 GroupCommitQueue::GroupCommitQueue(const GroupCommitOptions& options,
@@ -27,36 +29,57 @@ void GroupCommitQueue::Close() {
   changed_.notify_all();
 }
 
+absl::Status GroupCommitQueue::Enqueue(PendingWrite* pending) {
+  const size_t records = pending->writes.size();
+  if (closing_) return absl::UnavailableError("store is closing");
+  if (queued_records_ + records > options_.max_queued_records) {
+    stats_.rejected_records += static_cast<int64_t>(records);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "store queue full: ", queued_records_, " records waiting, ", records,
+        " more would pass the limit of ", options_.max_queued_records,
+        " (--max-queued-records)"));
+  }
+  pending->enqueued = std::chrono::steady_clock::now();
+  queue_.push_back(pending);
+  queued_records_ += records;
+  if (delaying_) changed_.notify_all();  // The batch may be full now.
+  return absl::OkStatus();
+}
+
 absl::Status GroupCommitQueue::Write(std::vector<StoreWrite> writes) {
   if (writes.empty()) return absl::OkStatus();
-  const size_t records = writes.size();
   PendingWrite pending;
   pending.writes = std::move(writes);
-  std::vector<PendingWrite*> batch;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (closing_) return absl::UnavailableError("store is closing");
-    if (queued_records_ + records > options_.max_queued_records) {
-      stats_.rejected_records += static_cast<int64_t>(records);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "store queue full: ", queued_records_, " records waiting, ", records,
-          " more would pass the limit of ", options_.max_queued_records,
-          " (--max-queued-records)"));
-    }
-    pending.enqueued = std::chrono::steady_clock::now();
-    queue_.push_back(&pending);
-    queued_records_ += records;
-    changed_.notify_all();  // A leader may be waiting for a full batch.
-    // Either a leader commits this write, or this write becomes the leader:
-    // it is at the front of the queue and no commit is in flight.
-    changed_.wait(lock, [this, &pending] {
-      return pending.done || (!committing_ && queue_.front() == &pending);
-    });
-    if (pending.done) return pending.status;
-    batch = TakeBatch(lock);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status queued = Enqueue(&pending); !queued.ok()) return queued;
+  // Either a leader commits this write, or this write becomes the leader:
+  // it is at the front of the queue and no commit is in flight.
+  changed_.wait(lock, [this, &pending] {
+    return pending.answered || (!committing_ && queue_.front() == &pending);
+  });
+  if (!pending.answered) Lead(TakeBatch(lock), lock);
+  return std::move(pending.status);
+}
+
+void GroupCommitQueue::WriteAsync(std::vector<StoreWrite> writes, Done done) {
+  if (writes.empty()) {
+    done(absl::OkStatus());
+    return;
   }
-  CommitBatch(batch);
-  return pending.status;
+  auto* pending = new PendingWrite;
+  pending->writes = std::move(writes);
+  pending->done = std::move(done);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status queued = Enqueue(pending); !queued.ok()) {
+    lock.unlock();
+    pending->done(std::move(queued));
+    delete pending;
+    return;
+  }
+  // With a commit in flight, or a Write()'s caller at the front about to
+  // lead, the write is left to that leader.
+  if (committing_ || queue_.front() != pending) return;
+  Lead(TakeBatch(lock), lock);
 }
 
 bool GroupCommitQueue::BatchFull() const {
@@ -68,9 +91,11 @@ std::vector<GroupCommitQueue::PendingWrite*> GroupCommitQueue::TakeBatch(
     std::unique_lock<std::mutex>& lock) {
   committing_ = true;
   if (options_.max_batch_delay.count() > 0) {
+    delaying_ = true;
     changed_.wait_until(lock,
                         queue_.front()->enqueued + options_.max_batch_delay,
                         [this] { return BatchFull(); });
+    delaying_ = false;
   }
   std::vector<PendingWrite*> batch;
   size_t records = 0;
@@ -85,7 +110,18 @@ std::vector<GroupCommitQueue::PendingWrite*> GroupCommitQueue::TakeBatch(
   return batch;
 }
 
-void GroupCommitQueue::CommitBatch(const std::vector<PendingWrite*>& batch) {
+void GroupCommitQueue::Lead(std::vector<PendingWrite*> batch,
+                            std::unique_lock<std::mutex>& lock) {
+  for (;;) {
+    lock.unlock();
+    const bool leads_on = CommitBatch(batch);
+    lock.lock();
+    if (!leads_on) return;
+    batch = TakeBatch(lock);
+  }
+}
+
+bool GroupCommitQueue::CommitBatch(const std::vector<PendingWrite*>& batch) {
   std::vector<Unit> units;
   units.reserve(batch.size());
   for (const PendingWrite* pending : batch) {
@@ -93,38 +129,57 @@ void GroupCommitQueue::CommitBatch(const std::vector<PendingWrite*>& batch) {
   }
   const absl::Status status = committer_(units);
 
-  std::lock_guard<std::mutex> lock(mu_);
-  int64_t committed_units = 0;
-  int64_t committed_records = 0;
-  for (const Unit& unit : units) {
-    if (!unit.refused.ok()) continue;
-    ++committed_units;
-    committed_records += static_cast<int64_t>(unit.writes->size());
-  }
-  if (status.ok()) {
-    if (committed_units > 0) ++stats_.commits;
-    stats_.committed_records += committed_records;
-  } else {
-    ++stats_.failed_commits;
-    stats_.last_error = status.ToString();
-  }
-  stats_.last_commit_failed = !status.ok();
-  ++finished_batches_;
-  // Once `done` is set a follower may return and free its PendingWrite; the
-  // next write at the front of the queue becomes the leader.
-  for (size_t i = 0; i < batch.size(); ++i) {
-    if (!units[i].refused.ok()) {
-      batch[i]->status = std::move(units[i].refused);  // Its own, whole.
-    } else if (!status.ok()) {
-      // A status of its own for each caller, not a copy sharing one
-      // reference-counted error across threads (whose release
-      // ThreadSanitizer cannot see inside Debian's uninstrumented abseil).
-      batch[i]->status = absl::Status(status.code(), status.message());
+  std::vector<PendingWrite*> callbacks;
+  bool leads_on = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t committed_units = 0;
+    int64_t committed_records = 0;
+    for (const Unit& unit : units) {
+      if (!unit.refused.ok()) continue;
+      ++committed_units;
+      committed_records += static_cast<int64_t>(unit.writes->size());
     }
-    batch[i]->done = true;
+    if (status.ok()) {
+      if (committed_units > 0) ++stats_.commits;
+      stats_.committed_records += committed_records;
+    } else {
+      ++stats_.failed_commits;
+      stats_.last_error = status.ToString();
+    }
+    stats_.last_commit_failed = !status.ok();
+    ++finished_batches_;
+    // Once `answered` is set a Write()'s caller may return and free its
+    // PendingWrite.
+    for (size_t i = 0; i < batch.size(); ++i) {
+      PendingWrite* pending = batch[i];
+      if (!units[i].refused.ok()) {
+        pending->status = std::move(units[i].refused);  // Its own, whole.
+      } else if (!status.ok()) {
+        // A status of its own for each caller, not a copy sharing one
+        // reference-counted error across threads (whose release
+        // ThreadSanitizer cannot see inside Debian's uninstrumented abseil).
+        pending->status = absl::Status(status.code(), status.message());
+      }
+      if (pending->done != nullptr) {
+        callbacks.push_back(pending);
+      } else {
+        pending->answered = true;
+      }
+    }
+    // A Write()'s caller at the front of the queue leads the next batch
+    // itself; a WriteAsync()'s has no thread waiting to, so this leader
+    // keeps the role (nobody else takes a batch meanwhile, and the front
+    // stays).
+    leads_on = !queue_.empty() && queue_.front()->done != nullptr;
+    if (!leads_on) committing_ = false;
+    changed_.notify_all();
   }
-  committing_ = false;
-  changed_.notify_all();
+  for (PendingWrite* pending : callbacks) {
+    pending->done(std::move(pending->status));
+    delete pending;
+  }
+  return leads_on;
 }
 
 void GroupCommitQueue::WaitForQueuedBatch() {

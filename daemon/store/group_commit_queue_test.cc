@@ -1,13 +1,15 @@
 // The group commit queue's own logic, with a fake committer (the stores'
 // tests cover it with their real commits): followers wait for their
 // leader's commit and get its status, batch bounds, back-pressure,
-// closing, refused units, and no write lost or doubled under many threads.
+// closing, refused units, asynchronous writes answered through their
+// callbacks, and no write lost or doubled under many threads.
 #include "daemon/store/group_commit_queue.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <map>
 #include <mutex>
 #include <string>
@@ -325,6 +327,151 @@ TEST(GroupCommitQueueTest, WaitForQueuedBatchLetsAQueuedBatchFinishFirst) {
   for (std::thread& writer : writers) writer.join();
 }
 
+// What a WriteAsync() callback was called with, and on which thread.
+struct Answer {
+  bool called = false;
+  absl::Status status;
+  std::thread::id thread;
+};
+
+GroupCommitQueue::Done Into(Answer& answer) {
+  return [&answer](absl::Status status) {
+    answer.called = true;
+    answer.status = std::move(status);
+    answer.thread = std::this_thread::get_id();
+  };
+}
+
+TEST(GroupCommitQueueTest, AsyncWritesQueuedDuringACommitShareTheNextOne) {
+  GatedCommitter committer;
+  GroupCommitQueue queue(GroupCommitOptions{}, Gated(committer));
+  std::thread::id leader_thread;
+  absl::Status first;
+  std::thread leader([&] {
+    leader_thread = std::this_thread::get_id();
+    first = queue.Write(Records("a", 1));
+  });
+  committer.AwaitBatch(1);
+  // Three asynchronous writes queue up behind the commit in flight: each
+  // WriteAsync() returns at once, on this thread, with no thread waiting.
+  std::vector<Answer> answers(3);
+  for (int i = 0; i < 3; ++i) {
+    queue.WriteAsync(Records(absl::StrCat("f", i), 1), Into(answers[i]));
+  }
+  EXPECT_EQ(queue.queued_records(), 3u);
+  for (const Answer& answer : answers) EXPECT_FALSE(answer.called);
+  // The leader commits them in one batch after its own (no caller of theirs
+  // sleeps to lead it), and answers them on its thread.
+  committer.Release(1);
+  committer.AwaitBatch(2);
+  for (const Answer& answer : answers) EXPECT_FALSE(answer.called);
+  committer.Release(2, absl::UnavailableError("disk on fire"));
+  leader.join();
+  EXPECT_TRUE(first.ok()) << first;
+  for (const Answer& answer : answers) {
+    EXPECT_TRUE(answer.called);
+    EXPECT_TRUE(absl::IsUnavailable(answer.status)) << answer.status;
+    EXPECT_EQ(answer.status.message(), "disk on fire");
+    EXPECT_EQ(answer.thread, leader_thread);
+  }
+  EXPECT_EQ(committer.units(), (std::vector<size_t>{1, 3}));
+  EXPECT_EQ(queue.stats().failed_commits, 1);
+  EXPECT_EQ(queue.stats().queued_records, 0u);
+}
+
+TEST(GroupCommitQueueTest, AnAsyncWriteWithNoCommitInFlightLeadsOnItsThread) {
+  int batches = 0;
+  GroupCommitQueue queue(GroupCommitOptions{},
+                         [&](std::vector<GroupCommitQueue::Unit>& batch) {
+                           ++batches;
+                           EXPECT_EQ(RecordsOf(batch), 2u);
+                           return absl::OkStatus();
+                         });
+  Answer answer;
+  queue.WriteAsync(Records("a", 2), Into(answer));
+  // Committed and answered before WriteAsync() returned.
+  EXPECT_TRUE(answer.called);
+  EXPECT_TRUE(answer.status.ok()) << answer.status;
+  EXPECT_EQ(answer.thread, std::this_thread::get_id());
+  EXPECT_EQ(batches, 1);
+  EXPECT_EQ(queue.stats().committed_records, 2);
+
+  Answer empty;
+  queue.WriteAsync({}, Into(empty));
+  EXPECT_TRUE(empty.called);
+  EXPECT_TRUE(empty.status.ok()) << empty.status;
+  EXPECT_EQ(batches, 1);
+}
+
+TEST(GroupCommitQueueTest, AFullQueueOrAClosedOneRefusesAnAsyncWriteAtOnce) {
+  GatedCommitter committer;
+  GroupCommitOptions options;
+  options.max_queued_records = 4;
+  GroupCommitQueue queue(options, Gated(committer));
+  std::thread leader([&] { EXPECT_TRUE(queue.Write(Records("a", 1)).ok()); });
+  committer.AwaitBatch(1);
+  Answer queued;
+  queue.WriteAsync(Records("q", 3), Into(queued));
+  Answer full;
+  queue.WriteAsync(Records("full", 2), Into(full));
+  // Refused before WriteAsync() returned, naming the limit; the first one
+  // waits for the commit.
+  EXPECT_FALSE(queued.called);
+  EXPECT_TRUE(full.called);
+  EXPECT_TRUE(absl::IsResourceExhausted(full.status)) << full.status;
+  EXPECT_NE(full.status.message().find("limit of 4 (--max-queued-records)"),
+            std::string::npos)
+      << full.status;
+  EXPECT_EQ(queue.stats().rejected_records, 2);
+  EXPECT_EQ(queue.queued_records(), 3u);
+
+  queue.Close();
+  Answer closed;
+  queue.WriteAsync(Records("late", 1), Into(closed));
+  EXPECT_TRUE(closed.called);
+  EXPECT_TRUE(absl::IsUnavailable(closed.status)) << closed.status;
+  // What was queued before the close still commits.
+  committer.Release(100);
+  leader.join();
+  EXPECT_TRUE(queued.called);
+  EXPECT_TRUE(queued.status.ok()) << queued.status;
+  EXPECT_EQ(queue.stats().committed_records, 4);
+}
+
+TEST(GroupCommitQueueTest, AWriteBehindAsyncOnesLeadsItsOwnBatch) {
+  GatedCommitter committer;
+  GroupCommitOptions options;
+  options.max_batch_records = 2;
+  GroupCommitQueue queue(options, Gated(committer));
+  // An asynchronous write leads the first batch on a thread of its own.
+  Answer first;
+  std::thread async_leader(
+      [&] { queue.WriteAsync(Records("a", 1), Into(first)); });
+  committer.AwaitBatch(1);
+  Answer second;
+  queue.WriteAsync(Records("b", 2), Into(second));
+  std::thread::id writer_thread;
+  absl::Status written;
+  std::thread writer([&] {
+    writer_thread = std::this_thread::get_id();
+    written = queue.Write(Records("c", 1));
+  });
+  AwaitQueued(queue, 3);
+  Answer third;
+  queue.WriteAsync(Records("d", 1), Into(third));
+  committer.Release(100);
+  async_leader.join();
+  writer.join();
+  // b (async, at the front) is led by the first leader; then c's caller,
+  // at the front, leads c and d.
+  EXPECT_EQ(committer.batches(), (std::vector<size_t>{1, 2, 2}));
+  EXPECT_TRUE(first.called && second.called && third.called);
+  EXPECT_TRUE(written.ok()) << written;
+  EXPECT_EQ(third.thread, writer_thread);
+  EXPECT_NE(second.thread, writer_thread);
+  EXPECT_EQ(queue.stats().committed_records, 5);
+}
+
 TEST(GroupCommitQueueTest, ManyThreadsLoseAndDoubleNoWrite) {
   constexpr int kThreads = 8;
   constexpr int kWritesPerThread = 300;
@@ -361,8 +508,17 @@ TEST(GroupCommitQueueTest, ManyThreadsLoseAndDoubleNoWrite) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kWritesPerThread; ++i) {
         const std::string prefix = absl::StrCat(t, "/", i);
-        const absl::Status status =
-            queue.Write(Records(prefix, 1 + (t + i) % 3));
+        absl::Status status;
+        if (t % 2 == 0) {
+          status = queue.Write(Records(prefix, 1 + (t + i) % 3));
+        } else {  // Half the threads write asynchronously.
+          std::promise<absl::Status> answered;
+          queue.WriteAsync(Records(prefix, 1 + (t + i) % 3),
+                           [&answered](absl::Status answer) {
+                             answered.set_value(std::move(answer));
+                           });
+          status = answered.get_future().get();
+        }
         (status.ok() ? acked : failed)[t].push_back(prefix);
         if (!status.ok()) {
           EXPECT_TRUE(absl::IsUnavailable(status)) << status;

@@ -22,8 +22,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -56,6 +58,18 @@ class RecordStore {
   // Makes `writes` durable as one unit (see the contract above); blocks
   // until they are durable or failed. OK for no writes.
   virtual absl::Status Write(std::vector<StoreWrite> writes) = 0;
+
+  // Write() without waiting for other callers' commits: `done` gets the
+  // status Write() would have returned, exactly once, once the writes are
+  // durable or failed — on this thread or on the one that committed them —
+  // and a refusal (ResourceExhausted, Unavailable) before WriteAsync()
+  // returns. `done` must not block. This default runs Write() and then
+  // `done` on the caller's thread; a group-committing store queues the
+  // writes and returns (group_commit_queue.h).
+  using WriteDone = std::function<void(absl::Status)>;
+  virtual void WriteAsync(std::vector<StoreWrite> writes, WriteDone done) {
+    done(Write(std::move(writes)));
+  }
 
   // For a restart: every lane's last classified turn with request time >=
   // since_us (client clock), to seed LaneTracker::Restore.

@@ -6,8 +6,6 @@
 #include <thread>
 #include <utility>
 
-#include "daemon/receiver/grpc/record_decoder.h"
-
 namespace cachewatch {
 namespace {
 
@@ -15,33 +13,6 @@ grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
                       std::string(status.message()));
-}
-
-// Serves a unary ingest RPC whose request arrives as raw bytes: decodes it
-// into a Request (refusing it, counted, when it does not decode) and answers
-// with `handler`'s Response. `handler` may move the record out of the
-// Request: no copy of a 50-tool snapshot per call.
-template <typename Request, typename Response, typename Handler>
-grpc::Status DecodeAndServe(
-    grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* call,
-    IngestPipeline* pipeline, RecordKind kind, Handler handler) {
-  grpc::ByteBuffer bytes;
-  if (!call->Read(&bytes)) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request: missing");
-  }
-  Request request;
-  if (absl::Status decoded = DecodeMessage(bytes, request); !decoded.ok()) {
-    pipeline->Reject(kind, decoded);
-    return ToGrpc(decoded);
-  }
-  Response response;
-  grpc::Status status = handler(request, response);
-  if (!status.ok()) return status;
-  grpc::ByteBuffer reply;
-  bool own_buffer = false;
-  grpc::SerializationTraits<Response>::Serialize(response, &reply, &own_buffer);
-  call->Write(reply);
-  return grpc::Status::OK;
 }
 
 }  // namespace
@@ -54,6 +25,22 @@ CacheWatchService::CacheWatchService(IngestPipeline* pipeline,
       hub_(hub),
       gate_(gate),
       clock_(clock),
+      unary_(
+          pipeline,
+          [this](grpc::ServerContext* context, grpc::ByteBuffer* request,
+                 grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* responder,
+                 grpc::ServerCompletionQueue* queue, void* tag) {
+            RequestRecordSnapshot(context, request, responder, queue, queue,
+                                  tag);
+          },
+          [this](grpc::ServerContext* context, grpc::ByteBuffer* request,
+                 grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* responder,
+                 grpc::ServerCompletionQueue* queue, void* tag) {
+            RequestRecordUsage(context, request, responder, queue, queue, tag);
+          },
+          [this](grpc::ServerContext* context, RecordKind kind) {
+            return Admit(context, kind);
+          }),
       streams_(
           pipeline, gate, clock,
           [this](grpc::ServerContext* context, RecordCall* call,
@@ -62,22 +49,7 @@ CacheWatchService::CacheWatchService(IngestPipeline* pipeline,
           },
           [this](grpc::ServerContextBase* context) {
             return Authenticate(context);
-          }) {
-  // The method indices are the RPCs' order in service.proto, as in the
-  // generated WithStreamedUnaryMethod_ classes.
-  MarkMethodStreamed(0,
-                     new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer,
-                                                              grpc::ByteBuffer>(
-                         [this](grpc::ServerContext* context, auto* call) {
-                           return DecodeAndRecordSnapshot(context, call);
-                         }));
-  MarkMethodStreamed(1,
-                     new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer,
-                                                              grpc::ByteBuffer>(
-                         [this](grpc::ServerContext* context, auto* call) {
-                           return DecodeAndRecordUsage(context, call);
-                         }));
-}
+          }) {}
 
 absl::StatusOr<std::string> CacheWatchService::Authenticate(
     grpc::ServerContextBase* context) const {
@@ -107,66 +79,20 @@ absl::Status CacheWatchService::Admit(grpc::ServerContext* context,
   return status;
 }
 
-grpc::Status CacheWatchService::RecordSnapshot(
-    grpc::ServerContext* context, v1::RecordSnapshotRequest& request,
-    v1::RecordSnapshotResponse& response) {
-  if (absl::Status admitted = Admit(context, RecordKind::kSnapshot);
-      !admitted.ok()) {
-    return ToGrpc(admitted);
-  }
-  ProcessedRecord record =
-      request.has_snapshot()
-          ? pipeline_->ProcessSnapshot(std::move(*request.mutable_snapshot()))
-          : pipeline_->Reject(RecordKind::kSnapshot,
-                              absl::InvalidArgumentError("snapshot: required"));
-  pipeline_->Commit({&record});
-  response.set_duplicate(record.duplicate);
-  return ToGrpc(record.status);
-}
-
-grpc::Status CacheWatchService::DecodeAndRecordSnapshot(
-    grpc::ServerContext* context,
-    grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* call) {
-  return DecodeAndServe<v1::RecordSnapshotRequest, v1::RecordSnapshotResponse>(
-      call, pipeline_, RecordKind::kSnapshot,
-      [&](auto& request, auto& response) {
-        return RecordSnapshot(context, request, response);
-      });
-}
-
-grpc::Status CacheWatchService::DecodeAndRecordUsage(
-    grpc::ServerContext* context,
-    grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* call) {
-  return DecodeAndServe<v1::RecordUsageRequest, v1::RecordUsageResponse>(
-      call, pipeline_, RecordKind::kUsage, [&](auto& request, auto& response) {
-        return RecordUsage(context, request, response);
-      });
-}
-
-grpc::Status CacheWatchService::RecordUsage(grpc::ServerContext* context,
-                                            v1::RecordUsageRequest& request,
-                                            v1::RecordUsageResponse& response) {
-  if (absl::Status admitted = Admit(context, RecordKind::kUsage);
-      !admitted.ok()) {
-    return ToGrpc(admitted);
-  }
-  ProcessedRecord record =
-      request.has_usage()
-          ? pipeline_->ProcessUsage(std::move(*request.mutable_usage()))
-          : pipeline_->Reject(RecordKind::kUsage,
-                              absl::InvalidArgumentError("usage: required"));
-  pipeline_->Commit({&record});
-  response.set_duplicate(record.duplicate);
-  *response.mutable_classification() = record.classification;
-  return ToGrpc(record.status);
-}
-
 void CacheWatchService::StartRecordStreams() {
   // As many threads as gRPC 1.51 gave the callback API: half the cores,
   // at least 2, at most 16.
   const int threads = std::clamp(
       static_cast<int>(std::thread::hardware_concurrency() / 2), 2, 16);
   streams_.Start(threads);
+  // A call of each method requested ahead per queue thread.
+  unary_.Start(streams_.queue(), threads);
+}
+
+void CacheWatchService::StopRecordQueue() {
+  unary_.StopAccepting();
+  unary_.WaitUntilAnswered();
+  streams_.Shutdown();
 }
 
 grpc::Status CacheWatchService::ListBreaks(grpc::ServerContext* context,

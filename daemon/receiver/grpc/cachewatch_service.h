@@ -1,13 +1,15 @@
 // The gRPC receiver: the cachewatch.v1.CacheWatch service (synchronous API,
-// but Record on the asynchronous API, record_stream.h). Ingest RPCs go through
-// the IngestPipeline and answer once the record is durable; query RPCs read
-// BreakQueries; WatchBreaks follows the BreakHub.
+// but the ingest RPCs on the asynchronous API, on one completion queue and
+// its threads: Record in record_stream.h, RecordSnapshot and RecordUsage in
+// unary_ingest.h). Ingest RPCs go through the IngestPipeline and answer once
+// the record is durable; query RPCs read BreakQueries; WatchBreaks follows
+// the BreakHub.
 //
 // The ingest RPCs receive raw bytes and decode each record themselves
 // (record_decoder.h): an undecodable record is answered INVALID_ARGUMENT
 // naming the field, never with INTERNAL or the end of its stream.
 //
-// Thread-safe; gRPC calls it from its own thread pool.
+// Thread-safe; gRPC calls the query RPCs from its own thread pool.
 #ifndef CACHEWATCH_DAEMON_RECEIVER_GRPC_CACHEWATCH_SERVICE_H_
 #define CACHEWATCH_DAEMON_RECEIVER_GRPC_CACHEWATCH_SERVICE_H_
 
@@ -22,29 +24,35 @@
 #include "daemon/pipeline/ingest_pipeline.h"
 #include "daemon/receiver/grpc/client_gate.h"
 #include "daemon/receiver/grpc/record_stream.h"
+#include "daemon/receiver/grpc/unary_ingest.h"
 #include "daemon/store/break_queries.h"
 
 namespace cachewatch {
 
 class CacheWatchService final
-    : public v1::CacheWatch::WithRawMethod_Record<v1::CacheWatch::Service> {
+    : public v1::CacheWatch::WithRawMethod_RecordSnapshot<
+          v1::CacheWatch::WithRawMethod_RecordUsage<
+              v1::CacheWatch::WithRawMethod_Record<v1::CacheWatch::Service>>> {
  public:
   // All pointers must outlive the service. Every call passes `gate`:
   // UNAUTHENTICATED without a valid token (when tokens are configured), and
   // ingest calls are charged to the client's rate limit.
   CacheWatchService(IngestPipeline* pipeline, BreakQueries* queries,
                     BreakHub* hub, ClientGate* gate, const Clock* clock);
+  ~CacheWatchService() override { StopRecordQueue(); }
 
-  // Before the server is built: adds Record's completion queue to
+  // Before the server is built: adds the ingest RPCs' completion queue to
   // `builder`.
   void AddRecordQueue(grpc::ServerBuilder* builder) {
     streams_.AddCompletionQueue(builder);
   }
-  // After the server started: accepts Record streams.
+  // After the server started: accepts Record streams and unary ingest
+  // calls.
   void StartRecordStreams();
-  // After the server's Shutdown returned: stops Record's queue and its
-  // threads (the destructor does it otherwise).
-  void StopRecordQueue() { streams_.Shutdown(); }
+  // After the server's Shutdown returned: waits until every unary ingest
+  // call is answered (each within its commit), then stops the ingest queue
+  // and its threads (the destructor does it otherwise). Idempotent.
+  void StopRecordQueue();
 
   // For shutdown: refuses new ingest calls and Record streams with
   // UNAVAILABLE, makes every open Record stream acknowledge what it has
@@ -74,21 +82,6 @@ class CacheWatchService final
   // The caller's identity, or UNAUTHENTICATED.
   absl::StatusOr<std::string> Authenticate(
       grpc::ServerContextBase* context) const;
-  // RecordSnapshot and RecordUsage on a decoded request, whose record they
-  // move into the pipeline.
-  grpc::Status RecordSnapshot(grpc::ServerContext* context,
-                              v1::RecordSnapshotRequest& request,
-                              v1::RecordSnapshotResponse& response);
-  grpc::Status RecordUsage(grpc::ServerContext* context,
-                           v1::RecordUsageRequest& request,
-                           v1::RecordUsageResponse& response);
-  // RecordSnapshot and RecordUsage on raw bytes: decode, then as above.
-  grpc::Status DecodeAndRecordSnapshot(
-      grpc::ServerContext* context,
-      grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* call);
-  grpc::Status DecodeAndRecordUsage(
-      grpc::ServerContext* context,
-      grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* call);
   // Authenticates and charges one record; the refusal, if any, is counted.
   absl::Status Admit(grpc::ServerContext* context, RecordKind kind);
 
@@ -98,6 +91,9 @@ class CacheWatchService final
   ClientGate* const gate_;
   const Clock* const clock_;
   std::atomic<bool> shutting_down_{false};
+  // Before streams_, which owns the queue unary_'s calls complete on: the
+  // queue's threads end before unary_ is destroyed.
+  UnaryIngest unary_;
   RecordStreams streams_;
 };
 

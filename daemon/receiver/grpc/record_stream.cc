@@ -53,7 +53,7 @@ void RecordStreams::Drain() {
   void* tag = nullptr;
   bool ok = false;
   while (queue_->Next(&tag, &ok)) {
-    static_cast<RecordStream::Operation*>(tag)->Complete(ok);
+    static_cast<QueueTag*>(tag)->Complete(ok);
   }
 }
 
@@ -109,7 +109,8 @@ grpc::Status RecordStream::StoppingStatus() {
 
 RecordStream::RecordStream(RecordStreams* streams)
     : streams_(streams), call_(&context_) {
-  streams_->request_call_(&context_, &call_, streams_->queue_.get(), &started_);
+  streams_->request_call_(&context_, &call_, streams_->queue_.get(),
+                          started_.Tag());
 }
 
 void RecordStream::OnStarted(bool ok) {
@@ -185,13 +186,13 @@ void RecordStream::MaybeStartRead() {
     return;
   }
   reading_ = true;
-  call_.Read(&read_buffer_, &read_);
+  call_.Read(&read_buffer_, read_.Tag());
 }
 
 void RecordStream::MaybeStartWrite() {
   if (writing_ || acks_.empty() || !write_ok_) return;
   writing_ = true;
-  call_.Write(acks_.front(), &written_);
+  call_.Write(acks_.front(), written_.Tag());
 }
 
 void RecordStream::MaybeFinish() {
@@ -206,7 +207,7 @@ void RecordStream::FinishLocked(const grpc::Status& status) {
   finished_ = true;
   // An outstanding read (the daemon is stopping) completes when the call
   // is over.
-  call_.Finish(status, &finished_op_);
+  call_.Finish(status, finished_op_.Tag());
 }
 
 bool RecordStream::DoneLocked() const {

@@ -49,6 +49,7 @@
 #include "daemon/pipeline/clock.h"
 #include "daemon/pipeline/ingest_pipeline.h"
 #include "daemon/receiver/grpc/client_gate.h"
+#include "daemon/receiver/grpc/queue_tag.h"
 
 namespace cachewatch {
 
@@ -82,6 +83,10 @@ class RecordStreams {
 
   // Adds Record's completion queue to `builder`.
   void AddCompletionQueue(grpc::ServerBuilder* builder);
+  // The queue, for other calls whose tags are QueueTags (unary_ingest.h):
+  // its threads complete them too. Valid from AddCompletionQueue to
+  // Shutdown.
+  grpc::ServerCompletionQueue* queue() const { return queue_.get(); }
   // Starts accepting Record calls, with `threads` threads draining the
   // queue.
   void Start(int threads);
@@ -123,14 +128,6 @@ class RecordStream final {
   // The status of a stream the daemon ended because it is stopping.
   static grpc::Status StoppingStatus();
 
-  // A tag on the completion queue: the operation of `stream` that
-  // completed. RecordStreams' threads call Complete with the queue's `ok`.
-  struct Operation {
-    RecordStream* stream;
-    void (RecordStream::*on_done)(bool ok);
-    void Complete(bool ok) { (stream->*on_done)(ok); }
-  };
-
   // Waits for the next Record call on `streams`' queue.
   explicit RecordStream(RecordStreams* streams);
 
@@ -164,10 +161,10 @@ class RecordStream final {
   RecordStreams* const streams_;
   grpc::ServerContext context_;
   RecordCall call_;
-  Operation started_{this, &RecordStream::OnStarted};
-  Operation read_{this, &RecordStream::OnReadDone};
-  Operation written_{this, &RecordStream::OnWriteDone};
-  Operation finished_op_{this, &RecordStream::OnFinishDone};
+  MemberTag<RecordStream> started_{this, &RecordStream::OnStarted};
+  MemberTag<RecordStream> read_{this, &RecordStream::OnReadDone};
+  MemberTag<RecordStream> written_{this, &RecordStream::OnWriteDone};
+  MemberTag<RecordStream> finished_op_{this, &RecordStream::OnFinishDone};
   std::string client_;            // Set before the first read.
   grpc::ByteBuffer read_buffer_;  // Owned by the outstanding read.
 

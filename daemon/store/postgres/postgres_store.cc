@@ -677,6 +677,10 @@ absl::Status PostgresStore::Write(std::vector<StoreWrite> writes) {
   return queue_.Write(std::move(writes));
 }
 
+void PostgresStore::WriteAsync(std::vector<StoreWrite> writes, WriteDone done) {
+  queue_.WriteAsync(std::move(writes), std::move(done));
+}
+
 absl::Status PostgresStore::EnsurePartitions(PgConnection& connection,
                                              const std::vector<int64_t>& days) {
   std::vector<int64_t> missing;

@@ -117,6 +117,10 @@ class PostgresStore final : public RecordStore, public BreakQueries {
 
   // As Store::Write.
   absl::Status Write(std::vector<StoreWrite> writes) override;
+  // Queues `writes` like Write() but returns without waiting for another
+  // caller's commit; `done` is called on the thread that led their batch
+  // (GroupCommitQueue::WriteAsync).
+  void WriteAsync(std::vector<StoreWrite> writes, WriteDone done) override;
 
   absl::StatusOr<v1::ListBreaksResponse> ListBreaks(
       const v1::ListBreaksRequest& request) override;

@@ -115,6 +115,10 @@ absl::Status SqliteStore::Write(std::vector<StoreWrite> writes) {
   return queue_.Write(std::move(writes));
 }
 
+void SqliteStore::WriteAsync(std::vector<StoreWrite> writes, WriteDone done) {
+  queue_.WriteAsync(std::move(writes), std::move(done));
+}
+
 absl::Status SqliteStore::CommitBatch(
     std::vector<GroupCommitQueue::Unit>& batch) {
   std::vector<const std::vector<StoreWrite>*> units;

@@ -104,6 +104,10 @@ class SqliteStore final : public RecordStore, public BreakQueries {
   // queue cannot take them (max_queued_records); Unavailable when the
   // database cannot be written (disk full, read-only, I/O error).
   absl::Status Write(std::vector<StoreWrite> writes) override;
+  // Queues `writes` like Write() but returns without waiting for another
+  // caller's commit; `done` is called on the thread that led their batch
+  // (GroupCommitQueue::WriteAsync).
+  void WriteAsync(std::vector<StoreWrite> writes, WriteDone done) override;
 
   absl::StatusOr<v1::ListBreaksResponse> ListBreaks(
       const v1::ListBreaksRequest& request) override;
