@@ -23,9 +23,7 @@ LaneTracker::LaneTracker(TrackerOptions tracker_options,
 LaneTracker::Lane& LaneTracker::Touch(const LaneKey& key, int64_t now_us) {
   auto it = lanes_.find(key);
   if (it == lanes_.end()) {
-    if (lanes_.size() >= options_.max_lanes && !lru_.empty()) {
-      Forget(lanes_.find(*lru_.back()));
-    }
+    EvictDownTo(options_.max_lanes > 0 ? options_.max_lanes - 1 : 0);
     it = lanes_.emplace(key, Lane{}).first;
     lru_.push_front(&it->first);
     it->second.lru_position = lru_.begin();
@@ -45,6 +43,31 @@ void LaneTracker::Forget(
 void LaneTracker::Drop(const LaneKey& key) {
   auto it = lanes_.find(key);
   if (it != lanes_.end()) Forget(it);
+}
+
+void LaneTracker::Pin(const LaneKey& key) {
+  auto it = lanes_.find(key);
+  if (it != lanes_.end()) ++it->second.pins;
+}
+
+void LaneTracker::Unpin(const LaneKey& key) {
+  auto it = lanes_.find(key);
+  // A lane dropped and restored meanwhile started again at 0 pins: an
+  // older record's Unpin may then end a newer one's pin early.
+  if (it != lanes_.end() && it->second.pins > 0) --it->second.pins;
+  EvictDownTo(options_.max_lanes);  // What pins kept above the cap.
+}
+
+void LaneTracker::EvictDownTo(size_t lanes) {
+  // Least recently used first, skipping the lanes records in flight pin.
+  auto victim = lru_.end();
+  while (lanes_.size() > lanes && victim != lru_.begin()) {
+    --victim;
+    auto found = lanes_.find(**victim);
+    if (found->second.pins > 0) continue;
+    victim = std::next(victim);  // Forget erases the current position.
+    Forget(found);
+  }
 }
 
 LaneTracker::RememberedTurn LaneTracker::RememberedTurn::Of(

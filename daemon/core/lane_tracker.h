@@ -140,6 +140,15 @@ class LaneTracker {
   // next record reads it from the store again.
   void Drop(const LaneKey& key);
 
+  // Memory must not forget what the store does not hold yet: the caller pins
+  // lane `key` for each record it tracked there until that record's commit
+  // has ended, and the lane cap then evicts the least recently used lane
+  // that no record pins (when every lane is pinned, none: the cap is
+  // exceeded by at most the lanes of the records in flight). Idle expiry and
+  // Drop() are unaffected. A no-op for a lane not held.
+  void Pin(const LaneKey& key);
+  void Unpin(const LaneKey& key);
+
   // Seeds lane `key` with its state as the store holds it: its baseline and
   // TTL, the answers a retry gets (the newest remembered_request_ids of
   // `state.answered`) and its waiting turns, whose pending timeouts run from
@@ -195,10 +204,14 @@ class LaneTracker {
     // Oldest first.
     std::vector<RememberedTurn> recent;
     int64_t last_active_us = 0;
+    int pins = 0;  // Records tracked here whose commit has not ended.
     std::list<const LaneKey*>::iterator lru_position;
   };
 
   Lane& Touch(const LaneKey& key, int64_t now_us);
+  // Forgets the least recently used unpinned lanes until at most `lanes`
+  // are held (or only pinned ones are left).
+  void EvictDownTo(size_t lanes);
   void Forget(std::unordered_map<LaneKey, Lane, LaneKeyHash>::iterator it);
   static const RememberedTurn* Remembered(const Lane& lane,
                                           const std::string& request_id);

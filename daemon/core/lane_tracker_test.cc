@@ -384,6 +384,40 @@ TEST(LaneTrackerBoundTest, LeastRecentlyUsedLaneIsForgottenAtTheCap) {
   EXPECT_EQ(tracker.lane_count(), 2u);
 }
 
+// A lane whose record is not durable yet is not evicted at the cap: its
+// usage still pairs with the snapshot memory holds. Once unpinned, the
+// lanes pins kept above the cap are evicted down to it.
+TEST(LaneTrackerBoundTest, PinnedLanesAreNotEvictedAtTheCap) {
+  TrackerOptions options;
+  options.max_lanes = 2;
+  LaneTracker tracker(options, {});
+  const auto key = [](const char* session) {
+    return LaneKey{"agent", session, "main"};
+  };
+  for (const char* session : {"a", "b", "c"}) {
+    v1::Snapshot snapshot = BaseSnapshot(std::string("r-") + session, 0);
+    snapshot.set_session_id(session);
+    ASSERT_EQ(LaneKeyOf(snapshot), key(session));
+    tracker.AddSnapshot(Shared(snapshot), 0);
+    tracker.Pin(key(session));
+  }
+  EXPECT_EQ(tracker.lane_count(), 3u);  // Every lane pinned: none evicted.
+  v1::Usage usage = UsageRecord("r-a", 1, Usage(0, 5000, 0));
+  usage.set_session_id("a");
+  const UsageResult paired = tracker.AddUsage(usage, usage.normalized(), 0);
+  EXPECT_EQ(paired.classification.verdict(), v1::VERDICT_COLD_START)
+      << "the usage did not find its snapshot";
+  ASSERT_EQ(paired.classified.size(), 1u);
+  EXPECT_NE(paired.classified[0].turn.snapshot, nullptr);
+
+  tracker.Unpin(key("b"));  // "b": unpinned, least recently used.
+  EXPECT_EQ(tracker.lane_count(), 2u);
+  EXPECT_FALSE(tracker.HasLane(key("b")));
+  tracker.Unpin(key("a"));
+  tracker.Unpin(key("c"));
+  EXPECT_EQ(tracker.lane_count(), 2u);
+}
+
 TEST_F(LaneTrackerTest, PendingTurnsPerLaneAreBounded) {
   TrackerOptions options;
   options.max_pending_per_lane = 3;

@@ -101,7 +101,7 @@ absl::StatusOr<size_t> IngestPipeline::RestoreLanes() {
 absl::Status IngestPipeline::Track(
     const LaneKey& key, const std::string& request_id, int64_t time_us,
     int64_t now_us, std::vector<ClassifiedTurn>& released,
-    std::optional<v1::TurnClassification>& answered,
+    std::optional<v1::TurnClassification>& answered, LanePin& pin,
     const std::function<void(LaneTracker&)>& track) {
   Shard& shard = ShardFor(key);
   std::optional<LaneState> loaded;
@@ -123,6 +123,8 @@ absl::Status IngestPipeline::Track(
       } else if (asked_store ||
                  !tracker.MayHaveForgotten(key, request_id, time_us)) {
         track(tracker);
+        tracker.Pin(key);
+        pin = LanePin(this, key);
         return absl::OkStatus();
       }
     }
@@ -190,9 +192,10 @@ ProcessedRecord IngestPipeline::ProcessSnapshot(v1::Snapshot snapshot) {
   SnapshotResult result;
   std::vector<ClassifiedTurn> released;
   std::optional<v1::TurnClassification> answered;
-  record.status = Track(
-      key, record.request_id, request_time_us, now, released, answered,
-      [&](LaneTracker& tracker) { result = tracker.AddSnapshot(shared, now); });
+  record.status = Track(key, record.request_id, request_time_us, now, released,
+                        answered, record.pin, [&](LaneTracker& tracker) {
+                          result = tracker.AddSnapshot(shared, now);
+                        });
   if (!record.status.ok()) {
     CountOutcome(record);
     return record;
@@ -229,7 +232,7 @@ ProcessedRecord IngestPipeline::ProcessUsage(v1::Usage usage) {
   std::vector<ClassifiedTurn> released;
   std::optional<v1::TurnClassification> answered;
   record.status = Track(key, record.request_id, response_time_us, now, released,
-                        answered, [&](LaneTracker& tracker) {
+                        answered, record.pin, [&](LaneTracker& tracker) {
                           result = tracker.AddUsage(usage, *normalized, now);
                         });
   if (!record.status.ok()) {
@@ -316,11 +319,31 @@ void IngestPipeline::FinishCommit(const std::vector<ProcessedRecord*>& records,
     committed = absl::UnavailableError(committed.message());
   }
   for (ProcessedRecord* record : records) {
+    record->pin.Release();  // Durable now, or refused: either way final.
     if (!record->status.ok()) continue;  // Counted when it was rejected.
     if (!committed.ok()) record->status = committed;
     CountOutcome(*record);
     if (committed.ok()) Export(record->classified);
   }
+}
+
+void IngestPipeline::Unpin(const LaneKey& key) {
+  Shard& shard = ShardFor(key);
+  std::lock_guard<std::mutex> lock(shard.mutex);
+  shard.tracker->Unpin(key);
+}
+
+LanePin& LanePin::operator=(LanePin&& other) noexcept {
+  if (this != &other) {
+    Release();
+    pipeline_ = std::exchange(other.pipeline_, nullptr);
+    key_ = std::move(other.key_);
+  }
+  return *this;
+}
+
+void LanePin::Release() {
+  if (pipeline_ != nullptr) std::exchange(pipeline_, nullptr)->Unpin(key_);
 }
 
 bool IngestPipeline::DropStaleLanes(const absl::Status& status) {

@@ -43,6 +43,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -77,6 +78,32 @@ struct PipelineOptions {
 };
 
 // One record on its way through the pipeline.
+class IngestPipeline;
+
+// Holds a lane in its tracker's memory (LaneTracker::Pin) while a record
+// tracked there is not durable yet: released when the record's commit ends
+// (IngestPipeline::Commit / CommitAsync) or the record is destroyed, which
+// locks the lane's shard. Move-only.
+class LanePin {
+ public:
+  LanePin() = default;
+  LanePin(IngestPipeline* pipeline, LaneKey key)
+      : pipeline_(pipeline), key_(std::move(key)) {}
+  LanePin(LanePin&& other) noexcept
+      : pipeline_(std::exchange(other.pipeline_, nullptr)),
+        key_(std::move(other.key_)) {}
+  LanePin& operator=(LanePin&& other) noexcept;
+  LanePin(const LanePin&) = delete;
+  LanePin& operator=(const LanePin&) = delete;
+  ~LanePin() { Release(); }
+
+  void Release();
+
+ private:
+  IngestPipeline* pipeline_ = nullptr;  // Null: nothing held.
+  LaneKey key_;
+};
+
 struct ProcessedRecord {
   RecordKind kind = RecordKind::kSnapshot;
   std::string request_id;
@@ -85,6 +112,7 @@ struct ProcessedRecord {
   v1::TurnClassification classification;  // For usages.
   std::vector<StoreWrite> writes;
   std::vector<ClassifiedTurn> classified;  // Exported after the commit.
+  LanePin pin;  // Held from the tracking until the commit ends.
 };
 
 class IngestPipeline {
@@ -147,11 +175,15 @@ class IngestPipeline {
   // client time `time_us`, retries a turn only the store remembers, sets
   // `answered` to its stored classification instead and does not run
   // `track`. A failed lookup is returned (Unavailable) and nothing is run.
+  // When `track` ran, the lane is pinned for the record (`pin`).
   absl::Status Track(const LaneKey& key, const std::string& request_id,
                      int64_t time_us, int64_t now_us,
                      std::vector<ClassifiedTurn>& released,
                      std::optional<v1::TurnClassification>& answered,
+                     LanePin& pin,
                      const std::function<void(LaneTracker&)>& track);
+  friend class LanePin;
+  void Unpin(const LaneKey& key);
   // How far back a lane lookup at `now_us` reads.
   LaneLookup LookupAt(int64_t now_us) const;
   void CountOutcome(const ProcessedRecord& record);
