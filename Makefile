@@ -25,7 +25,14 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-test: sanitize fuzz configs
+# CI's order: RelWithDebInfo first, so that the sanitizer runs take their
+# uninstrumented daemon from it instead of compiling it again, then the
+# sanitizers, the fuzzers, and Debug and Release.
+test: deps
+	JOBS=$(JOBS) bash scripts/build-configs.sh RelWithDebInfo
+	BUILD=build-relwithdebinfo JOBS=$(JOBS) bash scripts/run-sanitizers.sh all
+	JOBS=$(JOBS) bash scripts/run-fuzzers.sh $(FUZZ_SECONDS)
+	JOBS=$(JOBS) bash scripts/build-configs.sh Debug Release
 
 check: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCACHEWATCH_WERROR=ON
