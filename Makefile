@@ -1,12 +1,13 @@
 # The two commands a new machine needs (Debian 12, as root):
 #   make run    install dependencies, build, start cachewatchd on ./cachewatch.db
-#   make test   install dependencies, then every test, as CI runs them: the
-#               whole suite built with AddressSanitizer + UBSan (build-asan),
-#               the concurrent parts with ThreadSanitizer (build-tsan),
-#               each fuzzer for FUZZ_SECONDS (build-fuzz), and a clean
-#               compile of the Debug, RelWithDebInfo and Release build types
-#               (build-debug, build-relwithdebinfo, build-release), all with
-#               -Werror
+#   make test   install dependencies, then every test, as CI runs them: a
+#               clean compile of the RelWithDebInfo build type
+#               (build-relwithdebinfo), the whole suite built with
+#               AddressSanitizer + UBSan (build-asan), the concurrent parts
+#               with ThreadSanitizer (build-tsan), each fuzzer for
+#               FUZZ_SECONDS (build-fuzz), and a clean compile of the Debug
+#               and Release build types (build-debug, build-release), all
+#               with -Werror
 # A plain `cmake` build (`make build`, a release) does not use -Werror.
 # While developing:
 #   make check  build without sanitizers in $(BUILD) and run the whole suite

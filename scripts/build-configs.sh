@@ -6,8 +6,8 @@
 # sanitizer flags that change what GCC warns about) and Release (-O3, where
 # GCC's optimizer reports warnings the other types do not). Debug and
 # RelWithDebInfo compile what a user builds (libraries, daemon, CLI, client;
-# -DCACHEWATCH_BUILD_TESTS=OFF): the tests' sources are compiled at -O2 in
-# the sanitizer builds already. Release compiles the tests' sources too (its
+# -DCACHEWATCH_BUILD_TESTS=OFF): the tests' sources are compiled (at -O0)
+# in the sanitizer builds already. Release compiles the tests' sources too (its
 # -O3 is where warnings in them were found), without running them: the suite
 # runs in the sanitizer builds (scripts/run-sanitizers.sh).
 # Benchmarks are not built (they are EXCLUDE_FROM_ALL).
