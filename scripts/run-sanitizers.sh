@@ -16,6 +16,8 @@
 # there; `make test` passes BUILD=build-relwithdebinfo, the clean -Werror
 # build scripts/build-configs.sh made just before, so nothing is compiled
 # twice.
+# Both are unity builds (cmake/Unity.cmake): every file is still compiled on
+# its own, with -Werror, by scripts/build-configs.sh.
 # Any sanitizer report fails the run. Debian's libraries (gRPC, protobuf,
 # abseil, SQLite) are not instrumented; scripts/sanitizers/*.supp lists the
 # reports that come from inside them.
@@ -33,7 +35,7 @@ configure() {  # configure <dir> <sanitizers> [cmake args...]
   shift 2
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCACHEWATCH_BUILD_BENCH=OFF -DCACHEWATCH_SANITIZE="$sanitize" \
-    -DCACHEWATCH_WERROR=ON "$@" \
+    -DCACHEWATCH_WERROR=ON -DCMAKE_UNITY_BUILD=ON "$@" \
     >/dev/null
 }
 
