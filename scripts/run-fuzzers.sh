@@ -13,9 +13,8 @@
 #                 (default: nproc)
 #
 # Each target runs in one process (no -jobs), JOBS targets at a time, each
-# over a fresh working corpus,
-# $FUZZ_BUILD/fuzz-run/<target>/corpus, where libFuzzer writes the inputs it
-# finds; the committed fuzz/corpus/<target>/ and fuzz/regressions/<target>/
+# over a fresh working corpus, $FUZZ_BUILD/fuzz-run/<target>/corpus, where
+# libFuzzer writes the inputs it finds; the committed fuzz/corpus/<target>/ and fuzz/regressions/<target>/
 # are read as extra seed directories and never written. A crash, leak,
 # sanitizer report, timeout (25 s for one input) or out-of-memory fails the
 # run: the script goes on with the other targets, then exits 1 and prints
