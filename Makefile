@@ -1,12 +1,13 @@
 # The two commands a new machine needs (Debian 12, as root):
 #   make run    install dependencies, build, start cachewatchd on ./cachewatch.db
-#   make test   install dependencies, then every test, as CI runs them: the
-#               whole suite built with AddressSanitizer + UBSan (build-asan),
-#               the concurrent parts with ThreadSanitizer (build-tsan),
-#               each fuzzer for FUZZ_SECONDS (build-fuzz), and a clean
-#               compile of the Debug, RelWithDebInfo and Release build types
-#               (build-debug, build-relwithdebinfo, build-release), all with
-#               -Werror
+#   make test   install dependencies, then every test, as CI runs them: a
+#               clean compile of the RelWithDebInfo build type
+#               (build-relwithdebinfo), the whole suite built with
+#               AddressSanitizer + UBSan (build-asan), the concurrent parts
+#               with ThreadSanitizer (build-tsan), each fuzzer for
+#               FUZZ_SECONDS (build-fuzz), and a clean compile of the Debug
+#               and Release build types (build-debug, build-release), all
+#               with -Werror
 # A plain `cmake` build (`make build`, a release) does not use -Werror.
 # While developing:
 #   make check  build without sanitizers in $(BUILD) and run the whole suite
@@ -25,7 +26,14 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-test: sanitize fuzz configs
+# CI's order: RelWithDebInfo first, so that the sanitizer runs take their
+# uninstrumented daemon from it instead of compiling it again, then the
+# sanitizers, the fuzzers, and Debug and Release.
+test: deps
+	JOBS=$(JOBS) bash scripts/build-configs.sh RelWithDebInfo
+	BUILD=build-relwithdebinfo JOBS=$(JOBS) bash scripts/run-sanitizers.sh all
+	JOBS=$(JOBS) bash scripts/run-fuzzers.sh $(FUZZ_SECONDS)
+	JOBS=$(JOBS) bash scripts/build-configs.sh Debug Release
 
 check: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCACHEWATCH_WERROR=ON

@@ -6,19 +6,22 @@
 # sanitizer flags that change what GCC warns about) and Release (-O3, where
 # GCC's optimizer reports warnings the other types do not). Debug and
 # RelWithDebInfo compile what a user builds (libraries, daemon, CLI, client;
-# -DCACHEWATCH_BUILD_TESTS=OFF): the tests' sources are compiled at -O2 in
-# the sanitizer builds already. Release compiles the tests' sources too (its
+# -DCACHEWATCH_BUILD_TESTS=OFF): the tests' sources are compiled (at -O0)
+# in the sanitizer builds already. Release compiles the tests' sources too (its
 # -O3 is where warnings in them were found), without running them: the suite
 # runs in the sanitizer builds (scripts/run-sanitizers.sh).
 # Benchmarks are not built (they are EXCLUDE_FROM_ALL).
 #
-# Usage: scripts/build-configs.sh [Debug|RelWithDebInfo|Release|all]   (default: all)
+# `make test` builds RelWithDebInfo first, and scripts/run-sanitizers.sh
+# takes its uninstrumented daemon from it (BUILD=build-relwithdebinfo), then
+# Debug and Release after the fuzzers.
+#
+# Usage: scripts/build-configs.sh [Debug|RelWithDebInfo|Release|all]...   (default: all)
 # Environment: JOBS (default nproc), CONFIG_BUILD_PREFIX (default build-).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 prefix=${CONFIG_BUILD_PREFIX:-build-}
-which=${1:-all}
 
 build() {  # build <CMAKE_BUILD_TYPE>
   local type=$1 dir="${prefix}$(echo "$1" | tr '[:upper:]' '[:lower:]')"
@@ -31,12 +34,14 @@ build() {  # build <CMAKE_BUILD_TYPE>
   cmake --build "$dir" -j"$JOBS"
 }
 
-case "$which" in
-  Debug | RelWithDebInfo | Release) build "$which" ;;
-  all)
-    build Debug
-    build RelWithDebInfo
-    build Release
-    ;;
-  *) echo "usage: $0 [Debug|RelWithDebInfo|Release|all]" >&2; exit 2 ;;
-esac
+types=()
+for which in "${@:-all}"; do
+  case "$which" in
+    Debug | RelWithDebInfo | Release) types+=("$which") ;;
+    all) types+=(Debug RelWithDebInfo Release) ;;
+    *) echo "usage: $0 [Debug|RelWithDebInfo|Release|all]..." >&2; exit 2 ;;
+  esac
+done
+for type in "${types[@]}"; do
+  build "$type"
+done

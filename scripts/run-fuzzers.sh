@@ -9,11 +9,12 @@
 #                 CC=clang CXX=clang++ -DCACHEWATCH_BUILD_FUZZERS=ON and
 #                 -DCACHEWATCH_BUILD_TESTS=OFF; only the fuzzers are built.
 #   FUZZ_TARGETS  the targets to run, space-separated (default: all)
-#   JOBS          parallel build jobs (default: nproc)
+#   JOBS          parallel build jobs, and how many targets run at once
+#                 (default: nproc)
 #
-# Each target runs alone (one process) over a fresh working corpus,
-# $FUZZ_BUILD/fuzz-run/<target>/corpus, where libFuzzer writes the inputs it
-# finds; the committed fuzz/corpus/<target>/ and fuzz/regressions/<target>/
+# Each target runs in one process (no -jobs), JOBS targets at a time, each
+# over a fresh working corpus, $FUZZ_BUILD/fuzz-run/<target>/corpus, where
+# libFuzzer writes the inputs it finds; the committed fuzz/corpus/<target>/ and fuzz/regressions/<target>/
 # are read as extra seed directories and never written. A crash, leak,
 # sanitizer report, timeout (25 s for one input) or out-of-memory fails the
 # run: the script goes on with the other targets, then exits 1 and prints
@@ -46,25 +47,48 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 cmake --build "$build" -j"$jobs" --target fuzzers
 
 run_dir="$build/fuzz-run"
+for target in "${targets[@]}"; do
+  if [[ ! -x $build/fuzz/${target}_fuzzer ]]; then
+    echo "run-fuzzers: no fuzzer $build/fuzz/${target}_fuzzer" \
+      "(targets: ${all_targets[*]})" >&2
+    exit 2
+  fi
+done
+
+fuzz() {  # fuzz <target>: runs it; its exit status goes to <target>.status
+  local target=$1 out="$run_dir/$1" status=0
+  rm -rf "$out"
+  mkdir -p "$out/corpus"
+  ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" \
+  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    "$build/fuzz/${target}_fuzzer" -max_total_time="$seconds" -timeout=25 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out/" \
+    "$out/corpus" "fuzz/corpus/$target" "fuzz/regressions/$target" \
+    >"$run_dir/$target.log" 2>&1 || status=$?
+  echo "$status" >"$run_dir/$target.status"
+}
+
+# JOBS targets at a time, each in its own single process: every target
+# still gets its SECONDS of a core to itself on a machine with JOBS cores.
+running=0
+for target in "${targets[@]}"; do
+  if ((running >= jobs)); then
+    wait -n
+    running=$((running - 1))
+  fi
+  echo "== run-fuzzers: $target for ${seconds}s"
+  fuzz "$target" &
+  running=$((running + 1))
+done
+wait
+
 failed=()
 for target in "${targets[@]}"; do
   fuzzer="$build/fuzz/${target}_fuzzer"
-  if [[ ! -x $fuzzer ]]; then
-    echo "run-fuzzers: no fuzzer $fuzzer (targets: ${all_targets[*]})" >&2
-    exit 2
-  fi
   out="$run_dir/$target"
-  rm -rf "$out"
-  mkdir -p "$out/corpus"
   log="$run_dir/$target.log"
-  echo "== run-fuzzers: $target for ${seconds}s"
-  status=0
-  ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" \
-  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-    "$fuzzer" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$out/" \
-    "$out/corpus" "fuzz/corpus/$target" "fuzz/regressions/$target" \
-    >"$log" 2>&1 || status=$?
+  status=$(<"$run_dir/$target.status")
+  echo "== run-fuzzers: $target"
   grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec|stat::new_units_added|stat::peak_rss_mb)' \
     "$log" || true
   if ((status != 0)); then

@@ -5,12 +5,19 @@
 #         -fsanitize=address,undefined in build-asan (leaks included) —
 #         but for the million-lanes memory test, whose daemon must be the
 #         uninstrumented one (ASan's allocator and quarantine would be what
-#         it measures): that test runs last, against $BUILD/daemon/cachewatchd
-#         (BUILD defaults to build; only that target is built there).
+#         it measures): in the same CTest run, that test's daemon is
+#         $BUILD/daemon/cachewatchd (tests/memory_test_daemon.cmake).
 #   tsan  the concurrent parts: lane trackers and ingest pipeline
 #         (pipeline_test), exporters (exporter_test, break_hub_test), store
 #         (store_test), reporter (reporter_test),
 #         built with -fsanitize=thread in build-tsan.
+# The uninstrumented daemon: BUILD (default build) is configured as
+# RelWithDebInfo if it is not configured yet, and only cachewatchd is built
+# there; `make test` passes BUILD=build-relwithdebinfo, the clean -Werror
+# build scripts/build-configs.sh made just before, so nothing is compiled
+# twice.
+# Both are unity builds (cmake/Unity.cmake): every file is still compiled on
+# its own, with -Werror, by scripts/build-configs.sh.
 # Any sanitizer report fails the run. Debian's libraries (gRPC, protobuf,
 # abseil, SQLite) are not instrumented; scripts/sanitizers/*.supp lists the
 # reports that come from inside them.
@@ -21,30 +28,31 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 SUPP="$PWD/scripts/sanitizers"
 which=${1:-all}
-memory_test=OverloadTest.MillionDistinctLanesKeepMemoryBounded
+plain=${BUILD:-build}
 
 configure() {  # configure <dir> <sanitizers> [cmake args...]
   local dir=$1 sanitize=$2
   shift 2
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCACHEWATCH_BUILD_BENCH=OFF -DCACHEWATCH_SANITIZE="$sanitize" \
-    -DCACHEWATCH_WERROR=ON "$@" \
+    -DCACHEWATCH_WERROR=ON -DCMAKE_UNITY_BUILD=ON "$@" \
     >/dev/null
+}
+
+plain_daemon() {  # builds the uninstrumented cachewatchd in $BUILD
+  cmake -S . -B "$plain" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$plain" -j"$JOBS" --target cachewatchd
 }
 
 run_asan() {
   configure build-asan address,undefined
   cmake --build build-asan -j"$JOBS"
+  plain_daemon
+  CACHEWATCH_MEMORY_TEST_DAEMON="$PWD/$plain/daemon/cachewatchd" \
   ASAN_OPTIONS="detect_leaks=1:detect_stack_use_after_return=0" \
   LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0" \
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-    ctest --test-dir build-asan --output-on-failure -j"$JOBS" \
-    -E "$memory_test"
-  local build=${BUILD:-build}
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$build" -j"$JOBS" --target cachewatchd
-  CACHEWATCHD="$PWD/$build/daemon/cachewatchd" \
-    ctest --test-dir build-asan --output-on-failure -R "$memory_test"
+    ctest --test-dir build-asan --output-on-failure -j"$JOBS"
 }
 
 run_tsan() {
@@ -58,12 +66,10 @@ run_tsan() {
   # here, and Debian's gRPC is not instrumented, so a TSan daemon reports the
   # header-inlined gRPC callback code it runs (the daemon's own concurrency
   # is checked by the pipeline, store and exporter tests above).
-  local build=${BUILD:-build}
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$build" -j"$JOBS" --target cachewatchd
+  plain_daemon
   for test in "${tests[@]}"; do
     echo "== tsan: $test"
-    CACHEWATCHD="$PWD/$build/daemon/cachewatchd" \
+    CACHEWATCHD="$PWD/$plain/daemon/cachewatchd" \
     TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
       "build-tsan/$test"
   done
