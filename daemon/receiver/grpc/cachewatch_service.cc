@@ -6,16 +6,9 @@
 #include <thread>
 #include <utility>
 
+#include "daemon/receiver/grpc/grpc_status.h"
+
 namespace cachewatch {
-namespace {
-
-grpc::Status ToGrpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
-}
-
-}  // namespace
 
 CacheWatchService::CacheWatchService(IngestPipeline* pipeline,
                                      BreakQueries* queries, BreakHub* hub,

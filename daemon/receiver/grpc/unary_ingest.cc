@@ -6,17 +6,12 @@
 #include <utility>
 
 #include "cachewatch/v1/service.pb.h"
+#include "daemon/receiver/grpc/grpc_status.h"
 #include "daemon/receiver/grpc/queue_tag.h"
 #include "daemon/receiver/grpc/record_decoder.h"
 
 namespace cachewatch {
 namespace {
-
-grpc::Status ToGrpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
-}
 
 template <typename Response>
 grpc::ByteBuffer Serialized(const Response& response) {
