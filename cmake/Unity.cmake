@@ -16,7 +16,6 @@ set_target_properties(cachewatch_proto PROPERTIES UNITY_BUILD OFF)
 foreach(_entry
     "daemon/core:lane_restore_test.cc;tool_list_interner_test.cc"
     "daemon/store/sqlite:write_connection.cc"
-    "daemon/receiver/grpc:unary_ingest.cc"
     "daemon/receiver/proxy:observed_usage.cc;proxy_server.cc;observed_usage_test.cc;sse_reader_test.cc;exchange_observer_test.cc"
     "client:tests/tool_order_test.cc;tests/canonical_json_test.cc"
     "cli:gemini_transcript.cc;simulate.cc;fleet.cc")
