@@ -68,10 +68,10 @@ LaneLookup IngestPipeline::LookupAt(int64_t now_us) const {
   return lookup;
 }
 
-absl::StatusOr<size_t> IngestPipeline::RestoreLanes() {
+absl::StatusOr<std::vector<RestoredLane>> IngestPipeline::RestoreLanes() {
   const int64_t now = clock_->NowMicros();
   CACHEWATCH_ASSIGN_OR_RETURN(
-      const std::vector<RestoredLane> recent,
+      std::vector<RestoredLane> recent,
       store_->LoadRecentLanes(now - options_.restore_window_us));
   const LaneLookup lookup = LookupAt(now);
   std::vector<ClassifiedTurn> released;
@@ -95,7 +95,7 @@ absl::StatusOr<size_t> IngestPipeline::RestoreLanes() {
     }
     Export(part);
   }
-  return recent.size();
+  return recent;
 }
 
 absl::Status IngestPipeline::Track(

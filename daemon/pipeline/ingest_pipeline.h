@@ -126,8 +126,10 @@ class IngestPipeline {
   IngestPipeline& operator=(const IngestPipeline&) = delete;
 
   // Reloads the lanes active within the restore window from the store.
-  // Returns the number of lanes restored.
-  absl::StatusOr<size_t> RestoreLanes();
+  // Returns the lanes read, each with its last classified turn
+  // (RecordStore::LoadRecentLanes), for the other receivers' own state (the
+  // proxy's lane inference).
+  absl::StatusOr<std::vector<RestoredLane>> RestoreLanes();
 
   // Process a record the caller gives up: a stream moves it out of the
   // request it read (no copy), a unary call copies it.

@@ -252,10 +252,11 @@ int RunServer(const Config& config, const std::string& version) {
   SystemClock clock;
   IngestPipeline pipeline(PipelineOptionsFrom(config), store.get(), &exporters,
                           &telemetry, &clock);
-  absl::StatusOr<size_t> restored = pipeline.RestoreLanes();
+  absl::StatusOr<std::vector<RestoredLane>> restored = pipeline.RestoreLanes();
   if (!restored.ok()) {
     Log(LogLevel::kWarn, "could not reload recent lanes",
         {{"error", std::string(restored.status().message())}});
+    restored = std::vector<RestoredLane>();
   }
   CacheWatchService service(&pipeline, queries, &hub, &gate, &clock);
 
@@ -263,7 +264,7 @@ int RunServer(const Config& config, const std::string& version) {
   std::unique_ptr<ProxyReceiver> proxy;
   if (!config.proxy.listen.empty()) {
     absl::StatusOr<std::unique_ptr<ProxyReceiver>> started =
-        ProxyReceiver::Start(config.proxy, &pipeline, *registry);
+        ProxyReceiver::Start(config.proxy, &pipeline, *registry, *restored);
     if (!started.ok()) {
       Log(LogLevel::kError, "cannot serve the HTTP proxy",
           {{"address", config.proxy.listen},
@@ -272,6 +273,8 @@ int RunServer(const Config& config, const std::string& version) {
     }
     proxy = *std::move(started);
   }
+  const size_t restored_lanes = restored->size();
+  *restored = {};  // Read by the receivers as they started; not needed now.
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -306,7 +309,7 @@ int RunServer(const Config& config, const std::string& version) {
        {"mtls", !config.tls_client_ca.empty()},
        {"auth", gate.authenticates()},
        {"version", version},
-       {"restored_lanes", restored.ok() ? *restored : 0}});
+       {"restored_lanes", restored_lanes}});
 
   int signal_number = 0;
   {

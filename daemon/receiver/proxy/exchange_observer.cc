@@ -1,9 +1,11 @@
 #include "daemon/receiver/proxy/exchange_observer.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -142,6 +144,7 @@ class ExchangeObserver::Impl {
   std::optional<std::string> WithDiagnosticsRequest(
       std::string_view target, const HttpHeaders& request_headers,
       std::string_view request_body);
+  void RestoreLanes(absl::Span<const RestoredLane> lanes);
 
  private:
   // What the observer knows of the request and who sent it.
@@ -296,6 +299,42 @@ std::optional<std::string> ExchangeObserver::Impl::WithDiagnosticsRequest(
   return std::nullopt;
 }
 
+void ExchangeObserver::Impl::RestoreLanes(
+    absl::Span<const RestoredLane> lanes) {
+  std::vector<const RestoredLane*> recent_first;
+  for (const RestoredLane& lane : lanes) {
+    const std::optional<Turn>& turn = lane.state.last_turn;
+    if (turn.has_value() && turn->snapshot != nullptr) {
+      recent_first.push_back(&lane);
+    }
+  }
+  std::stable_sort(recent_first.begin(), recent_first.end(),
+                   [](const RestoredLane* a, const RestoredLane* b) {
+                     return a->state.last_turn->request_time_us >
+                            b->state.last_turn->request_time_us;
+                   });
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const RestoredLane* lane : recent_first) {
+    const Turn& turn = *lane->state.last_turn;
+    const v1::Snapshot& snapshot = *turn.snapshot;
+    const absl::Span<const uint64_t> chain =
+        turn.message_chain.empty()
+            ? absl::MakeConstSpan(
+                  snapshot.message_chain().data(),
+                  static_cast<size_t>(snapshot.message_chain_size()))
+            : absl::MakeConstSpan(turn.message_chain);
+    lanes_.Restore(StoredLaneHead{
+        .agent = lane->key.agent,
+        .session_id = lane->key.session_id,
+        .lane = lane->key.lane,
+        .prefix_identity = PrefixIdentityOf(
+            snapshot.system_hash(),
+            turn.tools != nullptr ? *turn.tools : snapshot.tools()),
+        .message_chain = chain,
+        .last_response_id = turn.request_id});
+  }
+}
+
 ExchangeObserver::ExchangeObserver(const ExchangeObserverOptions& options)
     : impl_(std::make_unique<Impl>(options)) {}
 
@@ -304,6 +343,10 @@ ExchangeObserver::~ExchangeObserver() = default;
 absl::StatusOr<ObservedTurn> ExchangeObserver::Observe(
     const HttpExchange& exchange) {
   return impl_->Observe(exchange);
+}
+
+void ExchangeObserver::RestoreLanes(absl::Span<const RestoredLane> lanes) {
+  impl_->RestoreLanes(lanes);
 }
 
 std::optional<std::string> ExchangeObserver::WithDiagnosticsRequest(

@@ -20,9 +20,11 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "cachewatch/v1/service.pb.h"
 #include "daemon/receiver/proxy/http_exchange.h"
 #include "daemon/receiver/proxy/proxy_endpoint.h"
+#include "daemon/store/record.h"
 
 namespace cachewatch {
 
@@ -72,6 +74,12 @@ class ExchangeObserver {
   // 1..256 (session) bytes of printable ASCII; ResourceExhausted for a request
   // body over max_body_bytes. Never affects what was forwarded.
   absl::StatusOr<ObservedTurn> Observe(const HttpExchange& exchange);
+
+  // For a restart: lane inference remembers `lanes` (the store's lanes, each
+  // with its last turn, as IngestPipeline::RestoreLanes read them) as the
+  // heads of their histories, most recent first, up to max_inferred_lanes,
+  // so that a request continuing one goes to it as before the restart.
+  void RestoreLanes(absl::Span<const RestoredLane> lanes);
 
   // For --proxy-request-diagnostics: the request body with the provider's
   // own cache diagnostics requested against the lane's previous response,

@@ -9,11 +9,20 @@
 namespace cachewatch {
 namespace {
 
-uint64_t ScopeOf(const LaneRequest& request) {
-  std::string key(request.agent);
+// The prefix of the names rule 6 gives.
+constexpr std::string_view kInferred = "inferred-";
+// The lane of a session rule 6 inferred.
+constexpr std::string_view kInferredSessionLane = "main";
+
+uint64_t ScopeOf(std::string_view agent, std::string_view session_id) {
+  std::string key(agent);
   key.push_back('\0');
-  key.append(request.session_id);
+  key.append(session_id);
   return client::HashBytes(key);
+}
+
+uint64_t ScopeOf(const LaneRequest& request) {
+  return ScopeOf(request.agent, request.session_id);
 }
 
 uint64_t FirstBlock(absl::Span<const uint64_t> chain) {
@@ -113,15 +122,16 @@ LaneDecision LaneInference::Decide(const LaneRequest& request,
     decision.session_id = std::string(request.session_id);
   } else {
     decision.session_id =
-        Unused(scope, "inferred-" + Hex(name_hash, 12), /*session=*/true);
+        Unused(scope, std::string(kInferred) + Hex(name_hash, 12),
+               /*session=*/true);
   }
   if (!request.lane.empty()) {
     decision.lane = std::string(request.lane);
   } else if (!request.session_id.empty()) {
-    decision.lane =
-        Unused(scope, "inferred-" + Hex(name_hash, 8), /*session=*/false);
+    decision.lane = Unused(scope, std::string(kInferred) + Hex(name_hash, 8),
+                           /*session=*/false);
   } else {
-    decision.lane = "main";  // One lane per inferred session.
+    decision.lane = std::string(kInferredSessionLane);  // One per session.
   }
   return decision;
 }
@@ -153,6 +163,30 @@ LaneDecision LaneInference::Assign(const LaneRequest& request,
   heads_.push_front(std::move(updated));
   while (heads_.size() > max_lanes_) heads_.pop_back();
   return decision;
+}
+
+void LaneInference::Restore(const StoredLaneHead& stored) {
+  if (heads_.size() >= max_lanes_) return;
+  const bool inferred_session = stored.session_id.starts_with(kInferred) &&
+                                stored.lane == kInferredSessionLane;
+  const uint64_t scope = ScopeOf(
+      stored.agent, inferred_session ? std::string_view() : stored.session_id);
+  for (const Head& head : heads_) {
+    if (head.scope == scope && head.session_id == stored.session_id &&
+        head.lane == stored.lane) {
+      return;
+    }
+  }
+  const absl::Span<const uint64_t> chain = stored.message_chain;
+  heads_.push_back(
+      Head{.scope = scope,
+           .session_id = std::string(stored.session_id),
+           .lane = std::string(stored.lane),
+           .prefix_identity = stored.prefix_identity,
+           .first_block = FirstBlock(chain),
+           .length = chain.size(),
+           .last_block = chain.empty() ? 0 : chain.back(),
+           .last_response_id = std::string(stored.last_response_id)});
 }
 
 }  // namespace cachewatch

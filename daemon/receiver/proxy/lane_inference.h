@@ -20,7 +20,9 @@
 //      another first message) and new conversations.
 //
 // Lanes beyond `max_lanes` are forgotten, least recently used first. Only
-// hashes, names, counts and response ids are kept.
+// hashes, names, counts and response ids are kept. The heads live in memory;
+// after a restart Restore() gives them back from the lanes' stored last
+// turns, so a lane's next request finds its lane as before.
 //
 // Not thread-safe: the caller serializes access.
 #ifndef CACHEWATCH_DAEMON_RECEIVER_PROXY_LANE_INFERENCE_H_
@@ -44,6 +46,18 @@ struct LaneRequest {
   absl::Span<const uint64_t> message_chain;
   bool compaction_marker = false;
   std::string_view previous_response_id;
+};
+
+// A lane as its last stored turn has it: what Restore() needs.
+struct StoredLaneHead {
+  std::string_view agent;
+  std::string_view session_id;
+  std::string_view lane;
+  uint64_t prefix_identity = 0;
+  absl::Span<const uint64_t> message_chain;
+  // The last turn's request id: the provider's response id for the turns
+  // the proxy observed.
+  std::string_view last_response_id;
 };
 
 enum class LaneRule {
@@ -74,6 +88,13 @@ class LaneInference {
   // The lane of `request`, which the provider answered with `response_id`
   // (empty when it carried none): the lane's head becomes this request.
   LaneDecision Assign(const LaneRequest& request, std::string_view response_id);
+
+  // Remembers `head` as the least recently used lane, unless a lane of its
+  // scope with its session and name is remembered already or `max_lanes`
+  // are: call it with the lanes most recently used first. A session named
+  // `inferred-...` with the lane `main` was inferred (rule 6 without a
+  // session), so its scope is the agent alone, as for its requests.
+  void Restore(const StoredLaneHead& head);
 
   // Lanes remembered.
   size_t size() const { return heads_.size(); }

@@ -209,5 +209,127 @@ TEST(LaneInferenceTest, LeastRecentlyUsedLanesAreForgotten) {
   EXPECT_EQ(lanes.Peek(Req{{2, 20}, 2}.Get()).rule, LaneRule::kNew);
 }
 
+// What a store keeps of a lane: its last request, by the lane it went to.
+struct StoredLast {
+  LaneDecision decision;
+  Req request;
+  std::string response_id;
+};
+
+// Assigns `request` on `lanes` and keeps it as its lane's last stored turn
+// (most recent first, as RestoreLanes orders them).
+void AssignAndStore(LaneInference& lanes, const Req& request,
+                    const std::string& response_id,
+                    std::vector<StoredLast>& stored) {
+  LaneDecision decision = lanes.Assign(request.Get(), response_id);
+  std::erase_if(stored, [&decision](const StoredLast& last) {
+    return last.decision.session_id == decision.session_id &&
+           last.decision.lane == decision.lane;
+  });
+  stored.insert(stored.begin(),
+                StoredLast{std::move(decision), request, response_id});
+}
+
+void RestoreAll(LaneInference& lanes, const std::vector<StoredLast>& stored) {
+  for (const StoredLast& last : stored) {
+    lanes.Restore(StoredLaneHead{.agent = "agent",
+                                 .session_id = last.decision.session_id,
+                                 .lane = last.decision.lane,
+                                 .prefix_identity = last.request.identity,
+                                 .message_chain = last.request.chain,
+                                 .last_response_id = last.response_id});
+  }
+}
+
+TEST(LaneInferenceRestoreTest, RestoredHeadsDecideAsIfThereWasNoRestart) {
+  LaneInference running(100);
+  std::vector<StoredLast> stored;
+  // An inferred session (no session id), a known session with two parallel
+  // subagents of one type (the second named -2), and a Responses lane.
+  AssignAndStore(running, Req{{1, 2}, 1}, "m1", stored);
+  AssignAndStore(running, Req{{1, 2, 3, 4}, 1}, "m2", stored);
+  AssignAndStore(running, Req{{10}, 5, "s"}, "m3", stored);
+  AssignAndStore(running, Req{{11}, 5, "s"}, "m4", stored);
+  AssignAndStore(running, Req{{11, 12}, 5, "s"}, "m5", stored);
+  AssignAndStore(running, Req{{20}, 6, "r"}, "resp_1", stored);
+  ASSERT_EQ(stored.size(), 4u);
+
+  LaneInference restarted(100);
+  RestoreAll(restarted, stored);
+  EXPECT_EQ(restarted.size(), 4u);
+
+  Req changed_system{{1, 2, 3, 4, 5, 6}, /*identity=*/9};  // Extends.
+  Req edited{{1, 7}, 1};                                   // Same first block.
+  Req compaction{{30}, 5, "s"};
+  compaction.compaction = true;
+  Req responses{{}, 6, "r"};
+  responses.previous = "resp_1";
+  Req subagent_again{{11, 12, 13}, 5, "s"};
+  Req third_subagent{{10}, 5, "s"};  // Same as the first: its name is taken.
+  for (const Req& next : {changed_system, edited, compaction, responses,
+                          subagent_again, third_subagent}) {
+    const LaneDecision want = running.Peek(next.Get());
+    const LaneDecision got = restarted.Peek(next.Get());
+    EXPECT_EQ(got.rule, want.rule);
+    EXPECT_EQ(got.session_id, want.session_id);
+    EXPECT_EQ(got.lane, want.lane);
+    EXPECT_EQ(got.previous_response_id, want.previous_response_id);
+  }
+  // Without the restore the changed system prompt starts a new lane.
+  LaneInference forgotten(100);
+  EXPECT_EQ(forgotten.Peek(changed_system.Get()).rule, LaneRule::kNew);
+  EXPECT_EQ(restarted.Peek(changed_system.Get()).rule, LaneRule::kExtends);
+}
+
+TEST(LaneInferenceRestoreTest,
+     AGivenSessionNamedLikeAnInferredOneKeepsItsScope) {
+  LaneInference lanes(100);
+  // "inferred-x" with a lane other than main came from a request's session.
+  lanes.Restore(StoredLaneHead{.agent = "agent",
+                               .session_id = "inferred-x",
+                               .lane = "lane-1",
+                               .prefix_identity = 1,
+                               .message_chain = std::vector<uint64_t>{1, 2},
+                               .last_response_id = {}});
+  EXPECT_EQ(lanes.Peek(Req{{1, 2, 3}, 1}.Get()).rule, LaneRule::kNew);
+  const LaneDecision in_session =
+      lanes.Peek(Req{{1, 2, 3}, 1, "inferred-x"}.Get());
+  EXPECT_EQ(in_session.rule, LaneRule::kExtends);
+  EXPECT_EQ(in_session.lane, "lane-1");
+}
+
+TEST(LaneInferenceRestoreTest, RestoreKeepsWhatIsRememberedAndTheCap) {
+  LaneInference lanes(2);
+  const LaneDecision live = lanes.Assign(Req{{1, 2}, 1, "s"}.Get(), "m1");
+  const std::vector<uint64_t> older_chain{1};
+  // An older stored head of the same lane does not replace the live one.
+  lanes.Restore(StoredLaneHead{.agent = "agent",
+                               .session_id = "s",
+                               .lane = live.lane,
+                               .prefix_identity = 1,
+                               .message_chain = older_chain,
+                               .last_response_id = "m0"});
+  EXPECT_EQ(lanes.size(), 1u);
+  EXPECT_EQ(lanes.Peek(Req{{1, 2, 3}, 1, "s"}.Get()).previous_response_id,
+            "m1");
+  const std::vector<uint64_t> chain_b{20};
+  const std::vector<uint64_t> chain_c{30};
+  lanes.Restore(StoredLaneHead{.agent = "agent",
+                               .session_id = "s",
+                               .lane = "b",
+                               .prefix_identity = 2,
+                               .message_chain = chain_b,
+                               .last_response_id = {}});
+  lanes.Restore(StoredLaneHead{.agent = "agent",
+                               .session_id = "s",
+                               .lane = "c",
+                               .prefix_identity = 3,
+                               .message_chain = chain_c,
+                               .last_response_id = {}});
+  EXPECT_EQ(lanes.size(), 2u);  // "c" is beyond the cap.
+  EXPECT_EQ(lanes.Peek(Req{{20, 21}, 2, "s"}.Get()).lane, "b");
+  EXPECT_EQ(lanes.Peek(Req{{30, 31}, 3, "s"}.Get()).rule, LaneRule::kNew);
+}
+
 }  // namespace
 }  // namespace cachewatch

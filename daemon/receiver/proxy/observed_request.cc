@@ -261,19 +261,9 @@ class Reader {
     return absl::OkStatus();
   }
 
-  // The XXH3 of the system hash and the tools' names and schema hashes.
   void SetPrefixIdentity() {
-    std::string key;
-    const auto append = [&key](uint64_t value) {
-      key.append(reinterpret_cast<const char*>(&value), sizeof(value));
-    };
-    append(snapshot().system_hash());
-    for (const v1::ToolRef& tool : snapshot().tools()) {
-      key.append(tool.name());
-      key.push_back('\0');
-      append(tool.schema_hash());
-    }
-    out_->prefix_identity = client::HashBytes(key);
+    out_->prefix_identity =
+        PrefixIdentityOf(snapshot().system_hash(), snapshot().tools());
   }
 
  private:
@@ -680,6 +670,22 @@ absl::Status ReadOpenAi(ProxyApi api, const Json& body, ObservedRequest* out) {
 }
 
 }  // namespace
+
+uint64_t PrefixIdentityOf(
+    uint64_t system_hash,
+    const google::protobuf::RepeatedPtrField<v1::ToolRef>& tools) {
+  std::string key;
+  const auto append = [&key](uint64_t value) {
+    key.append(reinterpret_cast<const char*>(&value), sizeof(value));
+  };
+  append(system_hash);
+  for (const v1::ToolRef& tool : tools) {
+    key.append(tool.name());
+    key.push_back('\0');
+    append(tool.schema_hash());
+  }
+  return client::HashBytes(key);
+}
 
 absl::StatusOr<ObservedRequest> ReadObservedRequest(ProxyApi api,
                                                     v1::Provider provider,

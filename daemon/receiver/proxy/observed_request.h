@@ -55,6 +55,12 @@ struct ObservedRequest {
   bool has_diagnostics_field = false;
 };
 
+// XXH3-64 over `system_hash` and the tools' names and schema hashes, in
+// order: ObservedRequest::prefix_identity of a snapshot with these.
+uint64_t PrefixIdentityOf(
+    uint64_t system_hash,
+    const google::protobuf::RepeatedPtrField<v1::ToolRef>& tools);
+
 // Reads `body`, a request to `api` whose cache rules are `provider`'s, with
 // `headers` (the anthropic-beta header keys Anthropic's cache).
 // ResourceExhausted when the body is over `max_body_bytes`; InvalidArgument,

@@ -31,11 +31,13 @@ ProxyReceiver::~ProxyReceiver() {
 
 absl::StatusOr<std::unique_ptr<ProxyReceiver>> ProxyReceiver::Start(
     const ProxyOptions& options, IngestPipeline* pipeline,
-    prometheus::Registry& registry) {
+    prometheus::Registry& registry,
+    absl::Span<const RestoredLane> recent_lanes) {
   CACHEWATCH_ASSIGN_OR_RETURN(ProxyRoutes routes,
                               ProxyRoutes::Make(options.upstreams));
   std::unique_ptr<ProxyReceiver> receiver(
       new ProxyReceiver(options, pipeline, registry));
+  receiver->observer_.RestoreLanes(recent_lanes);
   CACHEWATCH_ASSIGN_OR_RETURN(
       receiver->server_,
       ProxyServer::Start(options, std::move(routes), &receiver->observer_,

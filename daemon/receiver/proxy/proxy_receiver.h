@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "daemon/pipeline/ingest_pipeline.h"
 #include "daemon/receiver/proxy/exchange_observer.h"
 #include "daemon/receiver/proxy/observation_queue.h"
@@ -29,11 +30,13 @@ namespace cachewatch {
 class ProxyReceiver {
  public:
   // Serves options.listen; its metrics go into `registry`. `pipeline` must
-  // outlive the receiver. Errors as ProxyRoutes::Make and
-  // ProxyServer::Start.
+  // outlive the receiver. Lane inference starts from `recent_lanes`, the
+  // lanes IngestPipeline::RestoreLanes read (ExchangeObserver::RestoreLanes).
+  // Errors as ProxyRoutes::Make and ProxyServer::Start.
   static absl::StatusOr<std::unique_ptr<ProxyReceiver>> Start(
       const ProxyOptions& options, IngestPipeline* pipeline,
-      prometheus::Registry& registry);
+      prometheus::Registry& registry,
+      absl::Span<const RestoredLane> recent_lanes);
 
   ~ProxyReceiver();
 
