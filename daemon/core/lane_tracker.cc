@@ -25,6 +25,8 @@ LaneTracker::Lane& LaneTracker::Touch(const LaneKey& key, int64_t now_us) {
   if (it == lanes_.end()) {
     EvictDownTo(options_.max_lanes > 0 ? options_.max_lanes - 1 : 0);
     it = lanes_.emplace(key, Lane{}).first;
+    if (++last_incarnation_ == 0) ++last_incarnation_;  // 0 is no lane's.
+    it->second.incarnation = last_incarnation_;
     lru_.push_front(&it->first);
     it->second.lru_position = lru_.begin();
   } else {
@@ -45,16 +47,19 @@ void LaneTracker::Drop(const LaneKey& key) {
   if (it != lanes_.end()) Forget(it);
 }
 
-void LaneTracker::Pin(const LaneKey& key) {
+uint32_t LaneTracker::Pin(const LaneKey& key) {
   auto it = lanes_.find(key);
-  if (it != lanes_.end()) ++it->second.pins;
+  if (it == lanes_.end()) return 0;
+  ++it->second.pins;
+  return it->second.incarnation;
 }
 
-void LaneTracker::Unpin(const LaneKey& key) {
+void LaneTracker::Unpin(const LaneKey& key, uint32_t incarnation) {
   auto it = lanes_.find(key);
-  // A lane dropped and restored meanwhile started again at 0 pins: an
-  // older record's Unpin may then end a newer one's pin early.
-  if (it != lanes_.end() && it->second.pins > 0) --it->second.pins;
+  if (it != lanes_.end() && it->second.incarnation == incarnation &&
+      it->second.pins > 0) {
+    --it->second.pins;
+  }
   EvictDownTo(options_.max_lanes);  // What pins kept above the cap.
 }
 

@@ -145,9 +145,12 @@ class LaneTracker {
   // has ended, and the lane cap then evicts the least recently used lane
   // that no record pins (when every lane is pinned, none: the cap is
   // exceeded by at most the lanes of the records in flight). Idle expiry and
-  // Drop() are unaffected. A no-op for a lane not held.
-  void Pin(const LaneKey& key);
-  void Unpin(const LaneKey& key);
+  // Drop() are unaffected. Pin() returns the lane's incarnation, which
+  // Unpin() takes: a lane forgotten and held again since is another
+  // incarnation, which an older pin's Unpin() leaves alone. Both are no-ops
+  // for a lane not held (Pin() then returns 0, no lane's incarnation).
+  uint32_t Pin(const LaneKey& key);
+  void Unpin(const LaneKey& key, uint32_t incarnation);
 
   // Seeds lane `key` with its state as the store holds it: its baseline and
   // TTL, the answers a retry gets (the newest remembered_request_ids of
@@ -205,6 +208,7 @@ class LaneTracker {
     std::vector<RememberedTurn> recent;
     int64_t last_active_us = 0;
     int pins = 0;  // Records tracked here whose commit has not ended.
+    uint32_t incarnation = 0;  // Which holding of the lane this is (>= 1).
     std::list<const LaneKey*>::iterator lru_position;
   };
 
@@ -238,6 +242,7 @@ class LaneTracker {
   std::unordered_map<LaneKey, Lane, LaneKeyHash> lanes_;
   // The keys of lanes_ (which never move), most recently used first.
   std::list<const LaneKey*> lru_;
+  uint32_t last_incarnation_ = 0;  // Of the lane held last.
   ToolListInterner tool_lists_;
   SnapshotInterner snapshots_;
 };

@@ -4,6 +4,7 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -394,12 +395,13 @@ TEST(LaneTrackerBoundTest, PinnedLanesAreNotEvictedAtTheCap) {
   const auto key = [](const char* session) {
     return LaneKey{"agent", session, "main"};
   };
+  std::map<std::string, uint32_t> pins;
   for (const char* session : {"a", "b", "c"}) {
     v1::Snapshot snapshot = BaseSnapshot(std::string("r-") + session, 0);
     snapshot.set_session_id(session);
     ASSERT_EQ(LaneKeyOf(snapshot), key(session));
     tracker.AddSnapshot(Shared(snapshot), 0);
-    tracker.Pin(key(session));
+    pins[session] = tracker.Pin(key(session));
   }
   EXPECT_EQ(tracker.lane_count(), 3u);  // Every lane pinned: none evicted.
   v1::Usage usage = UsageRecord("r-a", 1, Usage(0, 5000, 0));
@@ -410,12 +412,40 @@ TEST(LaneTrackerBoundTest, PinnedLanesAreNotEvictedAtTheCap) {
   ASSERT_EQ(paired.classified.size(), 1u);
   EXPECT_NE(paired.classified[0].turn.snapshot, nullptr);
 
-  tracker.Unpin(key("b"));  // "b": unpinned, least recently used.
+  tracker.Unpin(key("b"), pins["b"]);  // "b": unpinned, least recently used.
   EXPECT_EQ(tracker.lane_count(), 2u);
   EXPECT_FALSE(tracker.HasLane(key("b")));
-  tracker.Unpin(key("a"));
-  tracker.Unpin(key("c"));
+  tracker.Unpin(key("a"), pins["a"]);
+  tracker.Unpin(key("c"), pins["c"]);
   EXPECT_EQ(tracker.lane_count(), 2u);
+}
+
+TEST(LaneTrackerBoundTest, AnOlderPinDoesNotUnpinTheLaneHeldAgain) {
+  TrackerOptions options;
+  options.max_lanes = 1;
+  LaneTracker tracker(options, {});
+  const LaneKey a{"agent", "a", "main"};
+  const LaneKey b{"agent", "b", "main"};
+  const auto add = [&tracker](const char* session, const char* request_id) {
+    v1::Snapshot snapshot = BaseSnapshot(request_id, 0);
+    snapshot.set_session_id(session);
+    tracker.AddSnapshot(Shared(snapshot), 0);
+  };
+  EXPECT_EQ(tracker.Pin(a), 0u);  // Not held: nothing pinned.
+  add("a", "r1");
+  const uint32_t first = tracker.Pin(a);
+  EXPECT_NE(first, 0u);
+  tracker.Drop(a);  // Stale: forgotten while r1's commit is in flight...
+  add("a", "r2");   // ...and held again for the next record.
+  const uint32_t second = tracker.Pin(a);
+  EXPECT_NE(second, first);
+  tracker.Unpin(a, first);  // r1's commit ends: r2 still pins the lane.
+  add("b", "r3");
+  EXPECT_TRUE(tracker.HasLane(a)) << "r2's pin was ended by r1's";
+  EXPECT_EQ(tracker.lane_count(), 2u);
+  tracker.Unpin(a, second);  // Now the cap applies: "a" is the older.
+  EXPECT_FALSE(tracker.HasLane(a));
+  EXPECT_TRUE(tracker.HasLane(b));
 }
 
 TEST_F(LaneTrackerTest, PendingTurnsPerLaneAreBounded) {

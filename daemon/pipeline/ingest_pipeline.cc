@@ -123,8 +123,7 @@ absl::Status IngestPipeline::Track(
       } else if (asked_store ||
                  !tracker.MayHaveForgotten(key, request_id, time_us)) {
         track(tracker);
-        tracker.Pin(key);
-        pin = LanePin(this, key);
+        pin = LanePin(this, key, tracker.Pin(key));
         return absl::OkStatus();
       }
     }
@@ -327,10 +326,10 @@ void IngestPipeline::FinishCommit(const std::vector<ProcessedRecord*>& records,
   }
 }
 
-void IngestPipeline::Unpin(const LaneKey& key) {
+void IngestPipeline::Unpin(const LaneKey& key, uint32_t incarnation) {
   Shard& shard = ShardFor(key);
   std::lock_guard<std::mutex> lock(shard.mutex);
-  shard.tracker->Unpin(key);
+  shard.tracker->Unpin(key, incarnation);
 }
 
 LanePin& LanePin::operator=(LanePin&& other) noexcept {
@@ -338,12 +337,15 @@ LanePin& LanePin::operator=(LanePin&& other) noexcept {
     Release();
     pipeline_ = std::exchange(other.pipeline_, nullptr);
     key_ = std::move(other.key_);
+    incarnation_ = other.incarnation_;
   }
   return *this;
 }
 
 void LanePin::Release() {
-  if (pipeline_ != nullptr) std::exchange(pipeline_, nullptr)->Unpin(key_);
+  if (pipeline_ != nullptr) {
+    std::exchange(pipeline_, nullptr)->Unpin(key_, incarnation_);
+  }
 }
 
 bool IngestPipeline::DropStaleLanes(const absl::Status& status) {

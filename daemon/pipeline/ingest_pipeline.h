@@ -87,11 +87,13 @@ class IngestPipeline;
 class LanePin {
  public:
   LanePin() = default;
-  LanePin(IngestPipeline* pipeline, LaneKey key)
-      : pipeline_(pipeline), key_(std::move(key)) {}
+  // `incarnation`: what LaneTracker::Pin returned.
+  LanePin(IngestPipeline* pipeline, LaneKey key, uint32_t incarnation)
+      : pipeline_(pipeline), key_(std::move(key)), incarnation_(incarnation) {}
   LanePin(LanePin&& other) noexcept
       : pipeline_(std::exchange(other.pipeline_, nullptr)),
-        key_(std::move(other.key_)) {}
+        key_(std::move(other.key_)),
+        incarnation_(other.incarnation_) {}
   LanePin& operator=(LanePin&& other) noexcept;
   LanePin(const LanePin&) = delete;
   LanePin& operator=(const LanePin&) = delete;
@@ -102,6 +104,7 @@ class LanePin {
  private:
   IngestPipeline* pipeline_ = nullptr;  // Null: nothing held.
   LaneKey key_;
+  uint32_t incarnation_ = 0;
 };
 
 struct ProcessedRecord {
@@ -185,7 +188,7 @@ class IngestPipeline {
                      LanePin& pin,
                      const std::function<void(LaneTracker&)>& track);
   friend class LanePin;
-  void Unpin(const LaneKey& key);
+  void Unpin(const LaneKey& key, uint32_t incarnation);
   // How far back a lane lookup at `now_us` reads.
   LaneLookup LookupAt(int64_t now_us) const;
   void CountOutcome(const ProcessedRecord& record);
