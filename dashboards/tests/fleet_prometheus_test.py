@@ -46,7 +46,7 @@ import cwtest  # noqa: E402
 import prometheus_integration_test as integration  # noqa: E402
 import promql  # noqa: E402
 
-BUDGET_SECONDS = 150
+BUDGET_SECONDS = 300
 DAEMONS = 3
 FOR_DURATION = "2s"
 # Recording rules of the form `sum by (labels) (rate(metric[5m]))`: the
