@@ -52,7 +52,7 @@
 
 #include "daemon/core/classifier.h"
 #include "daemon/core/provider_traits.h"
-#include "daemon/store/sqlite/columns.h"
+#include "daemon/store/columns.h"
 #include "daemon/store/sqlite/sqlite_store.h"
 #include "daemon/store/sqlite/write_statements.h"
 #include "daemon/util/temp_dir.h"

@@ -3,7 +3,7 @@
 #include <utility>
 #include <variant>
 
-#include "daemon/store/sqlite/columns.h"
+#include "daemon/store/columns.h"
 
 namespace cachewatch {
 

@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/core/classifier.h"
 #include "daemon/core/lane_history.h"
-#include "daemon/store/sqlite/break_pages.h"
-#include "daemon/store/sqlite/columns.h"
-#include "daemon/store/sqlite/turn_rows.h"
+#include "daemon/store/break_pages.h"
+#include "daemon/store/columns.h"
+#include "daemon/store/turn_rows.h"
 #include "daemon/util/status_macros.h"
 
 namespace cachewatch {

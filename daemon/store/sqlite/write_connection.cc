@@ -12,7 +12,7 @@
 #include "daemon/core/classifier.h"
 #include "daemon/core/provider_traits.h"
 #include "daemon/core/usage_normalizer.h"
-#include "daemon/store/sqlite/columns.h"
+#include "daemon/store/columns.h"
 #include "daemon/store/sqlite/schema.h"
 #include "daemon/store/sqlite/write_statements.h"
 #include "daemon/util/status_macros.h"

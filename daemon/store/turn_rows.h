@@ -9,8 +9,8 @@
 // Everything returns DataLoss for a value the store could not have written.
 // Pure functions of the row (and of the tool lists they are given);
 // thread-safe as their arguments are.
-#ifndef CACHEWATCH_DAEMON_STORE_SQLITE_TURN_ROWS_H_
-#define CACHEWATCH_DAEMON_STORE_SQLITE_TURN_ROWS_H_
+#ifndef CACHEWATCH_DAEMON_STORE_TURN_ROWS_H_
+#define CACHEWATCH_DAEMON_STORE_TURN_ROWS_H_
 
 #include <google/protobuf/repeated_field.h>
 #include <google/protobuf/util/time_util.h>
@@ -30,8 +30,8 @@
 #include "cachewatch/v1/snapshot.pb.h"
 #include "daemon/core/lane_history.h"
 #include "daemon/core/turn.h"
+#include "daemon/store/columns.h"
 #include "daemon/store/record.h"
-#include "daemon/store/sqlite/columns.h"
 #include "daemon/util/status_macros.h"
 
 // The columns a Turn and its snapshot are rebuilt from, in TurnColumn order.
@@ -372,4 +372,4 @@ absl::StatusOr<v1::TurnSummary> TurnSummaryOf(const Row& s) {
 
 }  // namespace cachewatch
 
-#endif  // CACHEWATCH_DAEMON_STORE_SQLITE_TURN_ROWS_H_
+#endif  // CACHEWATCH_DAEMON_STORE_TURN_ROWS_H_

@@ -1,4 +1,4 @@
-#include "daemon/store/sqlite/columns.h"
+#include "daemon/store/columns.h"
 
 #include <xxhash.h>
 

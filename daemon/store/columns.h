@@ -12,8 +12,8 @@
 //
 // Pure functions; thread-safe. Parsers return DataLoss for text the store
 // could not have written.
-#ifndef CACHEWATCH_DAEMON_STORE_SQLITE_COLUMNS_H_
-#define CACHEWATCH_DAEMON_STORE_SQLITE_COLUMNS_H_
+#ifndef CACHEWATCH_DAEMON_STORE_COLUMNS_H_
+#define CACHEWATCH_DAEMON_STORE_COLUMNS_H_
 
 #include <google/protobuf/generated_enum_reflection.h>
 #include <google/protobuf/repeated_field.h>
@@ -74,4 +74,4 @@ absl::Status ParseChainBlob(std::string_view blob,
 
 }  // namespace cachewatch
 
-#endif  // CACHEWATCH_DAEMON_STORE_SQLITE_COLUMNS_H_
+#endif  // CACHEWATCH_DAEMON_STORE_COLUMNS_H_

@@ -5,8 +5,8 @@
 // returned.
 //
 // Plain values and pure functions; thread-safe.
-#ifndef CACHEWATCH_DAEMON_STORE_SQLITE_BREAK_PAGES_H_
-#define CACHEWATCH_DAEMON_STORE_SQLITE_BREAK_PAGES_H_
+#ifndef CACHEWATCH_DAEMON_STORE_BREAK_PAGES_H_
+#define CACHEWATCH_DAEMON_STORE_BREAK_PAGES_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -105,4 +105,4 @@ inline absl::StatusOr<BreakPage> BreakPageOf(
 
 }  // namespace cachewatch
 
-#endif  // CACHEWATCH_DAEMON_STORE_SQLITE_BREAK_PAGES_H_
+#endif  // CACHEWATCH_DAEMON_STORE_BREAK_PAGES_H_
