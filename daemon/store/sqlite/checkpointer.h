@@ -13,7 +13,7 @@
 // of commits a PASSIVE checkpoint never leaves the WAL empty (commits append
 // while it runs), so the WAL keeps its size past the threshold; asking again
 // after every such commit ran a checkpoint, with two fsyncs, per commit
-// (~200 a second under 4 unary clients, docs/PERFORMANCE.md round 8a).
+// (~100 a second under 4 unary clients, docs/PERFORMANCE.md round 8a).
 // Frames a checkpoint could not copy (a reader still on old pages, writers
 // appending meanwhile) are copied by the next one, after `threshold_pages`
 // more; the commit's own fallback (Database::HandOffCheckpoints) bounds the
