@@ -17,6 +17,10 @@
 // Prints one JSON line on stdout: records (acknowledged OK within the
 // --duration_s window), errors, records_per_s and the ack latency
 // percentiles p50_us, p99_us, p999_us. Exits 1 when it cannot connect.
+// --calls_log=PATH (unary mode) also writes one line per acknowledged call:
+// thread, record index, when it was due, sent and answered (microseconds
+// since the start, whose CLOCK_MONOTONIC time heads the file), to line up a
+// latency tail with the server's events.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -50,6 +54,13 @@ struct Options {
   double rate = 0;  // Records/s over all threads; 0: closed loop.
   int window = 100;
   int tools = 50;
+  std::string calls_log;  // Unary: one line per acknowledged call.
+};
+
+// One acknowledged unary call, for --calls_log.
+struct CallTimes {
+  int64_t k;
+  Clock::time_point due, sent, done;
 };
 
 // What one client thread measured.
@@ -57,6 +68,7 @@ struct ThreadResult {
   int64_t records = 0;  // Acknowledged OK within the window.
   int64_t errors = 0;
   std::vector<int64_t> latencies_ns;
+  std::vector<CallTimes> calls;  // With --calls_log.
   bool connected = true;
 };
 
@@ -105,6 +117,7 @@ void RunUnary(const Options& options, v1::CacheWatch::Stub* stub, int index,
       const Clock::time_point due = DueTime(options, start, k++);
       if (due >= deadline) return;
       std::this_thread::sleep_until(due);
+      const Clock::time_point sent = Clock::now();
       grpc::ClientContext context;
       grpc::Status status;
       if (usage) {
@@ -124,6 +137,9 @@ void RunUnary(const Options& options, v1::CacheWatch::Stub* stub, int index,
       }
       ++result->records;
       result->latencies_ns.push_back((done - due).count());
+      if (!options.calls_log.empty()) {
+        result->calls.push_back({k - 1, due, sent, done});
+      }
     }
   }
 }
@@ -236,6 +252,8 @@ int Main(int argc, char** argv) {
       options.window = std::max(1, std::atoi(value.c_str()));
     } else if (ParseFlag(argv[i], "--tools", &value)) {
       options.tools = std::max(0, std::atoi(value.c_str()));
+    } else if (ParseFlag(argv[i], "--calls_log", &value)) {
+      options.calls_log = value;
     } else {
       options.address.clear();
       break;
@@ -245,7 +263,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: load_generator --address=HOST:PORT [--threads=4] "
                  "[--mode=unary|stream] [--duration_s=5] [--rate=R] "
-                 "[--window=100] [--tools=50]\n");
+                 "[--window=100] [--tools=50] [--calls_log=PATH]\n");
     return 2;
   }
 
@@ -285,6 +303,35 @@ int Main(int argc, char** argv) {
     total.latencies_ns.insert(total.latencies_ns.end(),
                               result.latencies_ns.begin(),
                               result.latencies_ns.end());
+  }
+  if (!options.calls_log.empty()) {
+    FILE* log = std::fopen(options.calls_log.c_str(), "w");
+    if (log == nullptr) {
+      std::fprintf(stderr, "load_generator: cannot write %s\n",
+                   options.calls_log.c_str());
+      return 1;
+    }
+    auto us = [&](Clock::time_point t) {
+      return static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::microseconds>(t - start)
+              .count());
+    };
+    // The start on CLOCK_MONOTONIC (steady_clock), to line the calls up
+    // with the server's events (e.g. perf record -k mono).
+    std::fprintf(log, "# start_monotonic_us %lld\n",
+                 static_cast<long long>(
+                     std::chrono::duration_cast<std::chrono::microseconds>(
+                         start.time_since_epoch())
+                         .count()));
+    std::fprintf(log, "thread k due_us sent_us done_us\n");
+    for (int i = 0; i < options.threads; ++i) {
+      for (const CallTimes& call : results[i].calls) {
+        std::fprintf(log, "%d %lld %lld %lld %lld\n", i,
+                     static_cast<long long>(call.k), us(call.due),
+                     us(call.sent), us(call.done));
+      }
+    }
+    std::fclose(log);
   }
   std::sort(total.latencies_ns.begin(), total.latencies_ns.end());
   auto percentile_us = [&](double p) {

@@ -28,13 +28,16 @@ Checkpointer::~Checkpointer() {
   thread_.join();
 }
 
-void Checkpointer::WalGrew(int wal_pages) {
-  if (wal_pages < threshold_pages_) return;
+bool Checkpointer::WalGrew(int wal_pages) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (wal_pages < asked_at_pages_) asked_at_pages_ = 0;  // Restarted.
+    if (wal_pages - asked_at_pages_ < threshold_pages_) return false;
+    asked_at_pages_ = wal_pages;
     wanted_ = true;
   }
   wanted_changed_.notify_one();
+  return true;
 }
 
 CheckpointerStats Checkpointer::stats() const {

@@ -6,10 +6,18 @@
 // ack latency, docs/PERFORMANCE.md).
 //
 // The write connection reports the WAL's size after each commit
-// (Database::HandOffCheckpoints); past `threshold_pages` the checkpointer
-// runs a PASSIVE checkpoint on its own connection, which never blocks
-// writers or readers. A checkpoint that cannot finish (a reader still on old
-// pages, writers appending meanwhile) is retried after the next commit.
+// (Database::HandOffCheckpoints); once the WAL has grown by
+// `threshold_pages` since the last checkpoint was asked for (from empty: once
+// it holds that many), the checkpointer runs a PASSIVE checkpoint on its own
+// connection, which never blocks writers or readers. Under a steady stream
+// of commits a PASSIVE checkpoint never leaves the WAL empty (commits append
+// while it runs), so the WAL keeps its size past the threshold; asking again
+// after every such commit ran a checkpoint, with two fsyncs, per commit
+// (~100 a second under 4 unary clients, docs/PERFORMANCE.md round 8a).
+// Frames a checkpoint could not copy (a reader still on old pages, writers
+// appending meanwhile) are copied by the next one, after `threshold_pages`
+// more; the commit's own fallback (Database::HandOffCheckpoints) bounds the
+// WAL and, by emptying it, lets SQLite restart it from its beginning.
 //
 // Thread-safe: WalGrew() may be called from any thread and never blocks on a
 // checkpoint.
@@ -48,9 +56,10 @@ class Checkpointer {
   // Stops the thread (after a checkpoint in progress) and closes.
   ~Checkpointer();
 
-  // The WAL now holds `wal_pages` pages: asks for a checkpoint when that is
-  // past the threshold.
-  void WalGrew(int wal_pages);
+  // The WAL now holds `wal_pages` pages: asks for a checkpoint when it grew
+  // by the threshold since the last one was asked for (fewer pages than then:
+  // the WAL was restarted, and counts from empty). Returns whether it asked.
+  bool WalGrew(int wal_pages);
 
   CheckpointerStats stats() const;
 
@@ -63,7 +72,9 @@ class Checkpointer {
 
   mutable std::mutex mu_;
   std::condition_variable wanted_changed_;
-  bool wanted_ = false;      // Guarded by mu_.
+  bool wanted_ = false;  // Guarded by mu_.
+  // The WAL's pages when the last checkpoint was asked for.
+  int asked_at_pages_ = 0;   // Guarded by mu_.
   bool closing_ = false;     // Guarded by mu_.
   CheckpointerStats stats_;  // Guarded by mu_.
 

@@ -74,23 +74,51 @@ absl::StatusOr<Database> Database::Open(const std::string& path, bool create) {
 
 Database::Database(Database&& other) noexcept
     : db_(std::exchange(other.db_, nullptr)),
+      kept_(std::exchange(other.kept_, {})),
       wal_hook_(std::move(other.wal_hook_)) {}
 
 Database& Database::operator=(Database&& other) noexcept {
   if (this != &other) {
-    sqlite3_close_v2(db_);
+    Close();
     db_ = std::exchange(other.db_, nullptr);
+    kept_ = std::exchange(other.kept_, {});
     wal_hook_ = std::move(other.wal_hook_);
   }
   return *this;
 }
 
-Database::~Database() { sqlite3_close_v2(db_); }
+Database::~Database() { Close(); }
+
+void Database::Close() {
+  for (const auto& [unused, stmt] : kept_) sqlite3_finalize(stmt);
+  kept_.clear();
+  sqlite3_close_v2(db_);
+  db_ = nullptr;
+}
 
 absl::Status Database::Exec(const std::string& sql) {
   const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) return Error(rc, Abbreviated(sql));
   return absl::OkStatus();
+}
+
+absl::Status Database::ExecKept(const std::string& sql) {
+  sqlite3_stmt*& stmt = kept_[sql];
+  if (stmt == nullptr) {
+    const int rc =
+        sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
+                           SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+    if (rc != SQLITE_OK) {
+      kept_.erase(sql);
+      return Error(rc, Abbreviated(sql));
+    }
+  }
+  const int rc = sqlite3_step(stmt);
+  // The error message is the connection's until its next call.
+  absl::Status status =
+      rc == SQLITE_DONE ? absl::OkStatus() : Error(rc, Abbreviated(sql));
+  sqlite3_reset(stmt);
+  return status;
 }
 
 absl::StatusOr<Statement> Database::Prepare(std::string_view sql) {
@@ -267,18 +295,18 @@ Transaction::~Transaction() {
   if (open_ && db_.InTransaction()) {
     // A failed rollback leaves nothing to do: SQLite rolls back itself when
     // it cannot, and the next Begin() reports a connection still stuck.
-    db_.Exec("ROLLBACK").IgnoreError();
+    db_.ExecKept("ROLLBACK").IgnoreError();
   }
 }
 
 absl::Status Transaction::Begin(const char* begin_sql) {
-  absl::Status status = db_.Exec(begin_sql);
+  absl::Status status = db_.ExecKept(begin_sql);
   open_ = status.ok();
   return status;
 }
 
 absl::Status Transaction::Commit() {
-  absl::Status status = db_.Exec("COMMIT");
+  absl::Status status = db_.ExecKept("COMMIT");
   if (status.ok()) open_ = false;
   return status;
 }

@@ -59,5 +59,54 @@ TEST(StatementTest, AMovedStatementKeepsItsNames) {
   EXPECT_EQ(assigned.Double(0), 0.5);
 }
 
+int64_t CountRows(Database& db) {
+  absl::StatusOr<Statement> count = db.Prepare("SELECT count(*) FROM t");
+  EXPECT_TRUE(count.ok()) << count.status();
+  EXPECT_TRUE(count->Step().value_or(false));
+  return count->Int(0);
+}
+
+// Begin, Commit and the destructor's rollback run kept statements
+// (Database::ExecKept), over and over on one connection.
+TEST(TransactionTest, CommitsAndRollsBackThroughKeptStatements) {
+  Database db = Memory();
+  ASSERT_TRUE(db.Exec("CREATE TABLE t (x INTEGER)").ok());
+  for (int round = 0; round < 3; ++round) {
+    {
+      Transaction committed(db);
+      ASSERT_TRUE(committed.Begin("BEGIN IMMEDIATE").ok());
+      ASSERT_TRUE(db.Exec("INSERT INTO t VALUES (1)").ok());
+      ASSERT_TRUE(committed.Commit().ok());
+    }
+    {
+      Transaction abandoned(db);
+      ASSERT_TRUE(abandoned.Begin("BEGIN IMMEDIATE").ok());
+      ASSERT_TRUE(db.Exec("INSERT INTO t VALUES (2)").ok());
+    }  // Rolled back.
+    EXPECT_FALSE(db.InTransaction());
+    EXPECT_EQ(CountRows(db), round + 1);
+  }
+}
+
+TEST(TransactionTest, AKeptStatementsFailureNamesItAndTheNextRunWorks) {
+  Database db = Memory();
+  ASSERT_TRUE(db.Exec("CREATE TABLE t (x INTEGER)").ok());
+  Transaction outer(db);
+  ASSERT_TRUE(outer.Begin("BEGIN").ok());
+  const absl::Status nested = db.ExecKept("BEGIN");
+  EXPECT_FALSE(nested.ok());
+  EXPECT_NE(nested.message().find("BEGIN"), std::string::npos) << nested;
+  EXPECT_NE(nested.message().find("within a transaction"), std::string::npos)
+      << nested;
+  ASSERT_TRUE(db.Exec("INSERT INTO t VALUES (1)").ok());
+  ASSERT_TRUE(outer.Commit().ok());
+  EXPECT_EQ(CountRows(db), 1);
+  // A moved connection keeps its kept statements working.
+  Database moved(std::move(db));
+  ASSERT_TRUE(moved.ExecKept("BEGIN").ok());
+  ASSERT_TRUE(moved.ExecKept("ROLLBACK").ok());
+  EXPECT_FALSE(moved.InTransaction());
+}
+
 }  // namespace
 }  // namespace cachewatch

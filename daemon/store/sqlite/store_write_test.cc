@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "daemon/store/sqlite/checkpointer.h"
 #include "daemon/store/sqlite/schema.h"
 #include "daemon/store/sqlite/store_test_util.h"
 
@@ -554,6 +555,34 @@ TEST_F(StoreTest, CheckpointsTheWalOnItsOwnThread) {
   ASSERT_EQ(::stat(path_.c_str(), &info), 0);
   EXPECT_GT(info.st_size, size_before);
   EXPECT_EQ(CountRows("turns"), 4001);
+}
+
+// A checkpoint is asked for once per threshold pages the WAL grew, not
+// after every commit that finds the WAL past the threshold (under steady
+// commits a PASSIVE checkpoint never empties it, and that ran one checkpoint
+// per commit).
+TEST_F(StoreTest, CheckpointerAsksOncePerThresholdOfWalGrowth) {
+  std::unique_ptr<SqliteStore> store = OpenStore();  // Creates the file.
+  absl::StatusOr<std::unique_ptr<Checkpointer>> checkpointer =
+      Checkpointer::Open(path_, /*threshold_pages=*/100);
+  ASSERT_TRUE(checkpointer.ok()) << checkpointer.status();
+  Checkpointer& c = **checkpointer;
+  EXPECT_FALSE(c.WalGrew(99));
+  EXPECT_TRUE(c.WalGrew(100));
+  EXPECT_FALSE(c.WalGrew(101));
+  EXPECT_FALSE(c.WalGrew(199));
+  EXPECT_TRUE(c.WalGrew(205));
+  EXPECT_FALSE(c.WalGrew(304));
+  // Fewer pages than when last asked: the WAL restarted from its beginning.
+  EXPECT_FALSE(c.WalGrew(6));
+  EXPECT_TRUE(c.WalGrew(100));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (c.stats().checkpoints == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(c.stats().checkpoints, 0);
 }
 
 TEST_F(StoreTest, OpenFailsInAMissingDirectory) {
