@@ -155,7 +155,9 @@ Turn LaneTracker::Baseline(const Turn& turn, const Turn* previous,
   baseline.model = turn.model;
   baseline.request_time_us = turn.request_time_us;
   if (turn.snapshot != nullptr) {
-    baseline.tools = tool_lists_.Intern(ToolsOf(turn));
+    // A lane's list rarely changes: compared with the last one first.
+    baseline.tools = tool_lists_.Intern(
+        ToolsOf(turn), previous != nullptr ? previous->tools : nullptr);
     const absl::Span<const uint64_t> chain = MessageChainOf(turn);
     baseline.message_chain.assign(chain.begin(), chain.end());
     baseline.snapshot = snapshots_.Intern(*turn.snapshot);

@@ -1,23 +1,25 @@
 #include "daemon/core/tool_list_interner.h"
 
+// For XXH3_state_t on the stack (streaming without an allocation).
+#define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
 #include <algorithm>
-#include <string>
 
 namespace cachewatch {
 
 uint64_t ToolListInterner::Hash(const ToolList& tools) {
-  std::string bytes;
+  // Streamed: no string of the whole list is built.
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
   for (const v1::ToolRef& tool : tools) {
     const uint64_t size = tool.name().size();
     const uint64_t schema_hash = tool.schema_hash();
-    bytes.append(reinterpret_cast<const char*>(&size), sizeof(size));
-    bytes += tool.name();
-    bytes.append(reinterpret_cast<const char*>(&schema_hash),
-                 sizeof(schema_hash));
+    XXH3_64bits_update(&state, &size, sizeof(size));
+    XXH3_64bits_update(&state, tool.name().data(), tool.name().size());
+    XXH3_64bits_update(&state, &schema_hash, sizeof(schema_hash));
   }
-  return XXH3_64bits(bytes.data(), bytes.size());
+  return XXH3_64bits_digest(&state);
 }
 
 bool ToolListInterner::Equal(const ToolList& a, const ToolList& b) {
@@ -44,6 +46,14 @@ std::shared_ptr<const ToolList> ToolListInterner::Intern(
   auto list = std::make_shared<const ToolList>(tools);
   bucket.push_back(list);
   return list;
+}
+
+std::shared_ptr<const ToolList> ToolListInterner::Intern(
+    const ToolList& tools, const std::shared_ptr<const ToolList>& known) {
+  // What Intern(tools) would return: `known` is alive, so it is the list
+  // its bucket holds for its content.
+  if (known != nullptr && Equal(*known, tools)) return known;
+  return Intern(tools);
 }
 
 void ToolListInterner::Sweep() {

@@ -30,6 +30,11 @@ class ToolListInterner {
   // The shared copy of `tools`: the one already interned when an equal list
   // is alive, else a new copy.
   std::shared_ptr<const ToolList> Intern(const ToolList& tools);
+  // The same, given a list this interner returned before (`known`, may be
+  // null) that the caller expects `tools` to equal (a lane's previous
+  // baseline): returned without hashing `tools` when equal.
+  std::shared_ptr<const ToolList> Intern(
+      const ToolList& tools, const std::shared_ptr<const ToolList>& known);
 
   // Forgets lists no holder keeps any more.
   void Sweep();

@@ -49,5 +49,19 @@ TEST(ToolListInternerTest, ListsNoOneHoldsAreForgotten) {
   EXPECT_EQ(interner.Intern(List({{"Read", 1}})), kept);
 }
 
+TEST(ToolListInternerTest, AKnownListIsWhatInterningWouldReturn) {
+  ToolListInterner interner;
+  const auto known = interner.Intern(List({{"Read", 1}, {"Bash", 2}}));
+  EXPECT_EQ(interner.Intern(List({{"Read", 1}, {"Bash", 2}}), known), known);
+  // Another list: interned as without the hint, and shared from then on.
+  const auto other = interner.Intern(List({{"Read", 1}, {"Bash", 3}}), known);
+  EXPECT_NE(other, known);
+  ASSERT_EQ(other->size(), 2);
+  EXPECT_EQ(other->Get(1).schema_hash(), 3u);
+  EXPECT_EQ(interner.Intern(List({{"Read", 1}, {"Bash", 3}})), other);
+  EXPECT_EQ(interner.Intern(List({{"Read", 1}}), nullptr),
+            interner.Intern(List({{"Read", 1}})));
+}
+
 }  // namespace
 }  // namespace cachewatch

@@ -175,6 +175,13 @@ ProcessedRecord IngestPipeline::Reject(RecordKind kind, absl::Status status) {
 }
 
 ProcessedRecord IngestPipeline::ProcessSnapshot(v1::Snapshot snapshot) {
+  return ProcessSnapshot(
+      std::make_shared<const v1::Snapshot>(std::move(snapshot)));
+}
+
+ProcessedRecord IngestPipeline::ProcessSnapshot(
+    std::shared_ptr<const v1::Snapshot> shared) {
+  const v1::Snapshot& snapshot = *shared;
   ProcessedRecord record;
   record.request_id = snapshot.request_id();
   const int64_t now = clock_->NowMicros();
@@ -187,7 +194,6 @@ ProcessedRecord IngestPipeline::ProcessSnapshot(v1::Snapshot snapshot) {
   const int64_t request_time_us =
       google::protobuf::util::TimeUtil::TimestampToMicroseconds(
           snapshot.request_time());
-  auto shared = std::make_shared<const v1::Snapshot>(std::move(snapshot));
   SnapshotResult result;
   std::vector<ClassifiedTurn> released;
   std::optional<v1::TurnClassification> answered;

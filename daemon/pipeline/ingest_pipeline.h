@@ -137,6 +137,10 @@ class IngestPipeline {
   // Process a record the caller gives up: a stream moves it out of the
   // request it read (no copy), a unary call copies it.
   ProcessedRecord ProcessSnapshot(v1::Snapshot snapshot);
+  // The same for a snapshot the caller shares: the pipeline keeps `snapshot`
+  // (which must not be null) until the record is stored and its turn
+  // classified, and never changes it; nor may the caller.
+  ProcessedRecord ProcessSnapshot(std::shared_ptr<const v1::Snapshot> snapshot);
   // A record refused before it could be parsed into a snapshot or usage
   // (e.g. a request without one); counted like any rejected record.
   ProcessedRecord Reject(RecordKind kind, absl::Status status);

@@ -1,5 +1,7 @@
 #include "daemon/store/columns.h"
 
+// For XXH3_state_t on the stack (streaming without an allocation).
+#define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
 #include <algorithm>
@@ -92,13 +94,21 @@ std::optional<uint64_t> ParseHex64(std::string_view text) {
 
 std::string ToolListHash(
     const google::protobuf::RepeatedPtrField<v1::ToolRef>& tools) {
-  std::string bytes;
+  // Streamed, not joined into one string first (its growth was ~2 % of a
+  // Record stream's samples); the same hash.
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  auto update_little_endian = [&state](uint64_t value, int bytes) {
+    unsigned char out[8];
+    for (int i = 0; i < bytes; ++i) out[i] = (value >> (8 * i)) & 0xff;
+    XXH3_64bits_update(&state, out, static_cast<size_t>(bytes));
+  };
   for (const v1::ToolRef& tool : tools) {
-    AppendLittleEndian(tool.name().size(), 4, bytes);
-    bytes += tool.name();
-    AppendLittleEndian(tool.schema_hash(), 8, bytes);
+    update_little_endian(tool.name().size(), 4);
+    XXH3_64bits_update(&state, tool.name().data(), tool.name().size());
+    update_little_endian(tool.schema_hash(), 8);
   }
-  return Hex64(XXH3_64bits(bytes.data(), bytes.size()));
+  return Hex64(XXH3_64bits_digest(&state));
 }
 
 std::string SectionsJson(

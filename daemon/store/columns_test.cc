@@ -1,6 +1,7 @@
 #include "daemon/store/columns.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -90,6 +91,29 @@ TEST(ColumnsTest, ToolListHashDependsOnOrderNamesAndSchemas) {
   EXPECT_NE(hash, ToolListHash(schema.tools()));
   EXPECT_NE(hash, ToolListHash(split.tools()));
   EXPECT_NE(hash, ToolListHash(v1::Snapshot().tools()));
+}
+
+TEST(ColumnsTest, ToolListHashIsXxh3OfTheListsBytes) {
+  v1::Snapshot snapshot;
+  v1::ToolRef* tool = snapshot.add_tools();
+  tool->set_name("Read");
+  tool->set_schema_hash(0x0102030405060708ULL);
+  tool = snapshot.add_tools();
+  tool->set_name("mcp__workspace__a_tool_name_longer_than_a_word");
+  tool->set_schema_hash(0xfedcba9876543210ULL);
+  // The layout the header states, which stored lists are addressed by.
+  std::string bytes;
+  for (const v1::ToolRef& t : snapshot.tools()) {
+    const uint32_t size = static_cast<uint32_t>(t.name().size());
+    for (int i = 0; i < 4; ++i)
+      bytes.push_back(static_cast<char>(size >> (8 * i)));
+    bytes += t.name();
+    for (int i = 0; i < 8; ++i) {
+      bytes.push_back(static_cast<char>(t.schema_hash() >> (8 * i)));
+    }
+  }
+  EXPECT_EQ(ToolListHash(snapshot.tools()),
+            Hex64(XXH3_64bits(bytes.data(), bytes.size())));
 }
 
 TEST(ColumnsTest, SectionsRoundTripThroughJson) {

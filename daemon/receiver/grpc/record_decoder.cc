@@ -101,11 +101,28 @@ absl::Status DecodeMessage(std::string_view bytes,
   return bad.ok() ? Malformed("") : bad;
 }
 
-std::string FlattenByteBuffer(const grpc::ByteBuffer& buffer) {
+grpc::Slice SingleSlice(const grpc::ByteBuffer& buffer) {
   grpc::Slice slice;
-  if (!buffer.DumpToSingleSlice(&slice).ok()) return "";
-  return std::string(reinterpret_cast<const char*>(slice.begin()),
-                     slice.size());
+  if (buffer.TrySingleSlice(&slice).ok()) return slice;
+  if (!buffer.DumpToSingleSlice(&slice).ok()) return grpc::Slice();
+  return slice;
+}
+
+bool DecodeSnapshotRecord(std::string_view bytes, v1::Snapshot& snapshot) {
+  CodedInputStream input = InputOver(bytes);
+  uint32_t length = 0;
+  if (input.ReadTag() !=
+          WireFormatLite::MakeTag(v1::RecordRequest::kSnapshotFieldNumber,
+                                  WireFormatLite::WIRETYPE_LENGTH_DELIMITED) ||
+      !input.ReadVarint32(&length)) {
+    return false;
+  }
+  const size_t header = static_cast<size_t>(input.CurrentPosition());
+  // Nothing may follow the snapshot (another field, a second snapshot to
+  // merge): such requests take the general path.
+  if (length != bytes.size() - header) return false;
+  return snapshot.ParseFromArray(bytes.data() + header,
+                                 static_cast<int>(length));
 }
 
 absl::Status DecodeMessage(const grpc::ByteBuffer& buffer,

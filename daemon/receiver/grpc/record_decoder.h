@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "cachewatch/v1/snapshot.pb.h"
 
 namespace cachewatch {
 
@@ -37,8 +38,20 @@ struct RecordIdentity {
 };
 RecordIdentity PeekRecordIdentity(std::string_view bytes);
 
-// The flattened bytes of a gRPC message.
-std::string FlattenByteBuffer(const grpc::ByteBuffer& buffer);
+// The bytes of a gRPC message in one slice: the message's own slice when
+// gRPC holds it in one (no copy), else a copy; an empty slice when the
+// buffer cannot be read.
+grpc::Slice SingleSlice(const grpc::ByteBuffer& buffer);
+
+// Parses a RecordRequest that holds a snapshot and nothing else (what
+// clients send) straight into `snapshot`, with no RecordRequest around it,
+// so that a caller can decode into a message it reuses (snapshot_pool.h).
+// Returns false for any other request, or when the snapshot does not parse,
+// with `snapshot` in an unspecified state: the caller then decodes the bytes
+// as a RecordRequest (DecodeMessage), which names what is wrong. When it
+// returns true, `snapshot` equals what DecodeMessage gives as the request's
+// snapshot.
+bool DecodeSnapshotRecord(std::string_view bytes, v1::Snapshot& snapshot);
 
 }  // namespace cachewatch
 

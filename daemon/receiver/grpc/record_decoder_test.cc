@@ -90,6 +90,47 @@ TEST(RecordDecoderTest, RefusesBrokenWireFormat) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(RecordDecoderTest, DecodesASnapshotRecordAsDecodeMessageDoes) {
+  v1::RecordRequest request = SnapshotRecord();
+  request.mutable_snapshot()->mutable_cache_control()->add_breakpoints();
+  v1::RecordRequest expected;
+  ASSERT_TRUE(DecodeMessage(request.SerializeAsString(), expected).ok());
+  // Into a message that held another snapshot, as a reused one does.
+  v1::Snapshot snapshot;
+  snapshot.set_model("left over");
+  snapshot.add_tools()->set_name("old-tool");
+  snapshot.add_tools()->set_name("old-tool-2");
+  for (int i = 0; i < 5; ++i) snapshot.add_tools();
+  snapshot.Clear();
+  ASSERT_TRUE(DecodeSnapshotRecord(request.SerializeAsString(), snapshot));
+  EXPECT_EQ(snapshot.SerializeAsString(),
+            expected.snapshot().SerializeAsString());
+  EXPECT_EQ(snapshot.tools_size(), 3);
+  EXPECT_EQ(snapshot.model(), "");
+}
+
+TEST(RecordDecoderTest, LeavesAnyOtherRequestToDecodeMessage) {
+  v1::RecordRequest usage;
+  usage.mutable_usage()->set_request_id("usage-request");
+  const std::string snapshot_wire = SnapshotRecord().SerializeAsString();
+  std::string truncated = snapshot_wire;
+  truncated.resize(truncated.size() - 3);
+  const std::string cases[] = {
+      usage.SerializeAsString(),
+      v1::RecordRequest().SerializeAsString(),
+      // A usage after the snapshot: the request is the usage.
+      snapshot_wire + usage.SerializeAsString(),
+      // Two snapshots: protobuf merges them.
+      snapshot_wire + snapshot_wire,
+      truncated,
+      WithInvalidUtf8(SnapshotRecord(), "tool-b"),
+  };
+  for (const std::string& wire : cases) {
+    v1::Snapshot snapshot;
+    EXPECT_FALSE(DecodeSnapshotRecord(wire, snapshot)) << wire.size();
+  }
+}
+
 TEST(RecordDecoderTest, PeeksTheRequestIdOfASnapshot) {
   const RecordIdentity identity =
       PeekRecordIdentity(WithInvalidUtf8(SnapshotRecord(), "tool-b"));

@@ -1,6 +1,8 @@
 #include "daemon/receiver/grpc/record_stream.h"
 
 #include <iterator>
+#include <memory>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -148,10 +150,26 @@ void RecordStream::Stop() {
 
 ProcessedRecord RecordStream::Process(const grpc::ByteBuffer& message) {
   IngestPipeline* const pipeline = streams_->pipeline_;
+  const grpc::Slice slice = SingleSlice(message);
+  const std::string_view bytes(reinterpret_cast<const char*>(slice.begin()),
+                               slice.size());
+  // The common case: a snapshot alone, decoded into a reused message.
+  if (std::shared_ptr<v1::Snapshot> snapshot = streams_->snapshots_.Acquire();
+      DecodeSnapshotRecord(bytes, *snapshot)) {
+    const absl::Status admitted =
+        streams_->gate_->Admit(client_, 1, streams_->clock_->NowMicros());
+    if (!admitted.ok()) {
+      ProcessedRecord record =
+          pipeline->Reject(RecordKind::kSnapshot, admitted);
+      record.request_id = snapshot->request_id();
+      return record;
+    }
+    return pipeline->ProcessSnapshot(
+        std::shared_ptr<const v1::Snapshot>(std::move(snapshot)));
+  }
   v1::RecordRequest request;
-  if (absl::Status decoded = DecodeMessage(message, request); !decoded.ok()) {
-    const RecordIdentity identity =
-        PeekRecordIdentity(FlattenByteBuffer(message));
+  if (absl::Status decoded = DecodeMessage(bytes, request); !decoded.ok()) {
+    const RecordIdentity identity = PeekRecordIdentity(bytes);
     ProcessedRecord record = pipeline->Reject(
         identity.is_usage ? RecordKind::kUsage : RecordKind::kSnapshot,
         decoded);

@@ -50,6 +50,7 @@
 #include "daemon/pipeline/ingest_pipeline.h"
 #include "daemon/receiver/grpc/client_gate.h"
 #include "daemon/receiver/grpc/queue_tag.h"
+#include "daemon/receiver/grpc/snapshot_pool.h"
 
 namespace cachewatch {
 
@@ -113,6 +114,8 @@ class RecordStreams {
   const Authenticate authenticate_;
   std::unique_ptr<grpc::ServerCompletionQueue> queue_;
   std::vector<std::thread> threads_;
+  // The streams' snapshots are decoded into these messages.
+  SnapshotPool snapshots_;
 
   std::mutex mutex_;
   std::condition_variable ended_;
