@@ -11,7 +11,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import * as daemon from '../support/daemon.js';
 import { ProviderServer, startProviderServer } from '../support/provider_server.js';
-import { ProxyDaemon, startProxyDaemon, waitForMetric } from './support.js';
+import { history, ProxyDaemon, startProxyDaemon, tool, waitForMetric } from './support.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 let upstream: ProviderServer;
@@ -27,21 +27,12 @@ after(async () => {
   await upstream?.close();
 });
 
-const tool = (name: string, properties: any = { arg: { type: 'string' } }) =>
-  ({ name, description: `the ${name} tool`, input_schema: { type: 'object', properties } });
 const TOOLS = ['shell', 'read_file', 'mcp__github__search', 'mcp__slack__post'].map((n) => tool(n));
 
 /** An Anthropic client reporting as `session` (no headers at all when null). */
 function client(session: string | null): Anthropic {
   const defaultHeaders = session === null ? {} : { 'x-cachewatch-agent': 'proxy-test', 'x-cachewatch-session': session };
   return new Anthropic({ apiKey: 'sk-ant-secret', baseURL: d.proxy, maxRetries: 0, defaultHeaders });
-}
-
-/** Turn `n` of a conversation that opens with `first`: the history grows, as an agent's does. */
-function history(first: string, n: number): any[] {
-  const out: any[] = [{ role: 'user', content: first }];
-  for (let i = 1; i < n; i++) out.push({ role: 'assistant', content: 'hello' }, { role: 'user', content: `step ${i}` });
-  return out;
 }
 
 const params = (first: string, n: number, extra: any = {}): any => ({

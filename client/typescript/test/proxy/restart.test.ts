@@ -14,22 +14,15 @@ import * as path from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import * as daemon from '../support/daemon.js';
 import { startProviderServer } from '../support/provider_server.js';
+import { history, tool } from './support.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 const dir = mkdtempSync(path.join(tmpdir(), 'cachewatch-proxy-restart-'));
 const db = path.join(dir, 'db');
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-const tool = (name: string, properties: any = { arg: { type: 'string' } }) =>
-  ({ name, description: `the ${name} tool`, input_schema: { type: 'object', properties } });
 const TOOLS = ['shell', 'read_file', 'mcp__github__search'].map((n) => tool(n));
 const EDITED = TOOLS.map((t) => (t.name === 'read_file' ? tool('read_file', { path: { type: 'string' } }) : t));
-
-function history(first: string, n: number): any[] {
-  const out: any[] = [{ role: 'user', content: first }];
-  for (let i = 1; i < n; i++) out.push({ role: 'assistant', content: 'hello' }, { role: 'user', content: `step ${i}` });
-  return out;
-}
 
 const params = (first: string, n: number, extra: any = {}): any => ({
   model: 'claude-sonnet-4-6', max_tokens: 100, system: 'You are the restarted agent.', tools: TOOLS,

@@ -33,6 +33,19 @@ export async function startProxyDaemon(flags: string[]): Promise<ProxyDaemon> {
   };
 }
 
+/* eslint-disable @typescript-eslint/no-explicit-any */
+/** An Anthropic tool definition named `name`. */
+export const tool = (name: string, properties: any = { arg: { type: 'string' } }): any =>
+  ({ name, description: `the ${name} tool`, input_schema: { type: 'object', properties } });
+
+/** Turn `n` of a conversation that opens with `first`: the history grows, as an agent's does. */
+export function history(first: string, n: number): any[] {
+  const out: any[] = [{ role: 'user', content: first }];
+  for (let i = 1; i < n; i++) out.push({ role: 'assistant', content: 'hello' }, { role: 'user', content: `step ${i}` });
+  return out;
+}
+/* eslint-enable @typescript-eslint/no-explicit-any */
+
 /** The value of the series `name{labels}` on /metrics (0 when absent). */
 export async function metric(d: ProxyDaemon, name: string, labels: string): Promise<number> {
   const text = await (await fetch(`http://${d.metrics}/metrics`)).text();
