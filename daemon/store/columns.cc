@@ -25,8 +25,7 @@ void AppendLittleEndian(uint64_t value, int bytes, std::string& out) {
   }
 }
 
-// The enum's value prefix: the unspecified value's name without
-// "UNSPECIFIED" ("VERDICT_" for VERDICT_UNSPECIFIED).
+// DataLoss naming the column and the text the store could not have written.
 absl::Status Malformed(std::string_view what, std::string_view text) {
   return absl::DataLossError(absl::StrFormat(
       "malformed %s column: %s", std::string(what), std::string(text)));
