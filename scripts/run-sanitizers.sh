@@ -10,7 +10,8 @@
 #   tsan  the concurrent parts: lane trackers and ingest pipeline
 #         (pipeline_test), exporters (exporter_test, break_hub_test), store
 #         (store_test), reporter (reporter_test),
-#         built with -fsanitize=thread in build-tsan.
+#         built with -fsanitize=thread in build-tsan; JOBS of them run
+#         at a time, each one's output printed after all have ended.
 # The uninstrumented daemon: BUILD (default build) is configured as
 # RelWithDebInfo if it is not configured yet, and only cachewatchd is built
 # there; `make test` passes BUILD=build-relwithdebinfo, the clean -Werror
@@ -67,12 +68,33 @@ run_tsan() {
   # header-inlined gRPC callback code it runs (the daemon's own concurrency
   # is checked by the pipeline, store and exporter tests above).
   plain_daemon
+  # JOBS tests at a time (like CTest -j in the ASan run); each one's output
+  # goes to its own file and is printed in the list's order once all ended.
+  local logs=build-tsan/test-logs test name failed=0
+  rm -rf "$logs"
+  mkdir -p "$logs"
   for test in "${tests[@]}"; do
-    echo "== tsan: $test"
-    CACHEWATCHD="$PWD/$plain/daemon/cachewatchd" \
-    TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
-      "build-tsan/$test"
+    while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
+    name=${test##*/}
+    (
+      set +e
+      CACHEWATCHD="$PWD/$plain/daemon/cachewatchd" \
+      TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp" \
+        "build-tsan/$test" >"$logs/$name.log" 2>&1
+      echo $? >"$logs/$name.rc"
+    ) &
   done
+  wait
+  for test in "${tests[@]}"; do
+    name=${test##*/}
+    echo "== tsan: $test"
+    cat "$logs/$name.log"
+    if [[ $(cat "$logs/$name.rc") != 0 ]]; then
+      echo "== tsan: $test FAILED (exit status $(cat "$logs/$name.rc"))"
+      failed=1
+    fi
+  done
+  return "$failed"
 }
 
 case "$which" in
