@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -560,6 +562,24 @@ TEST_F(DaemonTest, HealthServesAndShutdownExitsZero) {
   EXPECT_EQ(MetricValue(metrics, {"cachewatch_build_info{"}), 1);
   EXPECT_EQ(daemon_.Stop(), 0);
   EXPECT_NE(daemon_.Logs().find("\"msg\":\"stopped\""), std::string::npos);
+}
+
+// The daemon serves no call on gRPC's callback API: its health service is
+// its own (daemon/server/health_service.h), so gRPC starts neither the
+// callback completion queue nor its "nexting_thread" pollers, which every
+// unary call went through (docs/PERFORMANCE.md, round 9a).
+TEST_F(DaemonTest, NoCallbackApiThreads) {
+  const std::filesystem::path tasks =
+      "/proc/" + std::to_string(daemon_.pid()) + "/task";
+  std::vector<std::string> names;
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    names.push_back(name);
+  }
+  EXPECT_GT(names.size(), 1u);
+  for (const std::string& name : names) EXPECT_NE(name, "nexting_thread");
 }
 
 }  // namespace
