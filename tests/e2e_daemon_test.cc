@@ -1,10 +1,14 @@
 // End-to-end tests of cachewatchd: the real binary on loopback, real gRPC,
 // a real SQLite file and a real /metrics scrape.
+#include <google/protobuf/descriptor.pb.h>
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -12,6 +16,7 @@
 
 #include "cachewatch/v1/service.grpc.pb.h"
 #include "health.grpc.pb.h"
+#include "reflection.grpc.pb.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/stored_rows.h"
 
@@ -560,6 +565,66 @@ TEST_F(DaemonTest, HealthServesAndShutdownExitsZero) {
   EXPECT_EQ(MetricValue(metrics, {"cachewatch_build_info{"}), 1);
   EXPECT_EQ(daemon_.Stop(), 0);
   EXPECT_NE(daemon_.Logs().find("\"msg\":\"stopped\""), std::string::npos);
+}
+
+// The daemon serves no call on gRPC's callback API: its health service is
+// its own (daemon/server/health_service.h), so gRPC starts neither the
+// callback completion queue nor its "nexting_thread" pollers, which every
+// unary call went through (docs/PERFORMANCE.md, round 9a).
+TEST_F(DaemonTest, NoCallbackApiThreads) {
+  const std::filesystem::path tasks =
+      "/proc/" + std::to_string(daemon_.pid()) + "/task";
+  std::vector<std::string> names;
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    names.push_back(name);
+  }
+  EXPECT_GT(names.size(), 1u);
+  for (const std::string& name : names) EXPECT_NE(name, "nexting_thread");
+}
+
+// What grpcurl and grpc_health_probe ask by reflection: the services
+// listed, the health service among them, and the file that describes it.
+TEST_F(DaemonTest, ReflectionListsAndDescribesTheHealthService) {
+  namespace reflection = grpc::reflection::v1alpha;
+  auto stub = reflection::ServerReflection::NewStub(grpc::CreateChannel(
+      daemon_.grpc_address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->ServerReflectionInfo(&context);
+  reflection::ServerReflectionRequest list;
+  list.set_list_services("");
+  ASSERT_TRUE(stream->Write(list));
+  reflection::ServerReflectionResponse listed;
+  ASSERT_TRUE(stream->Read(&listed));
+  std::vector<std::string> services;
+  for (const auto& service : listed.list_services_response().service()) {
+    services.push_back(service.name());
+  }
+  for (const char* name : {"grpc.health.v1.Health", "cachewatch.v1.CacheWatch",
+                           "grpc.reflection.v1alpha.ServerReflection"}) {
+    EXPECT_NE(std::find(services.begin(), services.end(), name), services.end())
+        << name;
+  }
+
+  reflection::ServerReflectionRequest describe;
+  describe.set_file_containing_symbol("grpc.health.v1.Health");
+  ASSERT_TRUE(stream->Write(describe));
+  reflection::ServerReflectionResponse described;
+  ASSERT_TRUE(stream->Read(&described));
+  ASSERT_TRUE(described.has_file_descriptor_response())
+      << described.error_response().error_message();
+  ASSERT_GE(described.file_descriptor_response().file_descriptor_proto_size(),
+            1);
+  google::protobuf::FileDescriptorProto file;
+  ASSERT_TRUE(file.ParseFromString(
+      described.file_descriptor_response().file_descriptor_proto(0)));
+  EXPECT_EQ(file.package(), "grpc.health.v1");
+  ASSERT_EQ(file.service_size(), 1);
+  EXPECT_EQ(file.service(0).name(), "Health");
+  ASSERT_TRUE(stream->WritesDone());
+  EXPECT_TRUE(stream->Finish().ok());
 }
 
 }  // namespace

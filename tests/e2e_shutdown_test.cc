@@ -130,5 +130,40 @@ TEST(ShutdownTest, SigtermAcknowledgesCommittedRecordsThenEndsStreams) {
   EXPECT_EQ(late_status.error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
+// A health Watch on the daemon, as a client-side health checker keeps open:
+// on SIGTERM it sees NOT_SERVING at once, then the call ends, so it does not
+// hold the server's shutdown up.
+TEST(ShutdownTest, HealthWatchSeesNotServingThenEndsOnSigterm) {
+  TempDir dir;
+  DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start(
+      dir.File("cachewatch.db"),
+      {"--shutdown-grace-seconds=" + std::to_string(kGraceSeconds)}));
+  auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+      daemon.grpc_address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service("cachewatch.v1.CacheWatch");
+  auto watch = health->Watch(&context, request);
+  // Between the server's start and the store's first probe the service is
+  // not known yet.
+  HealthCheckResponse response;
+  do {
+    ASSERT_TRUE(watch->Read(&response));
+  } while (response.status() == HealthCheckResponse::SERVICE_UNKNOWN);
+  ASSERT_EQ(response.status(), HealthCheckResponse::SERVING);
+
+  kill(daemon.pid(), SIGTERM);
+  ASSERT_TRUE(watch->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_FALSE(watch->Read(&response));
+  const grpc::Status ended = watch->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << ended.error_message();
+  EXPECT_NE(ended.error_message().find("stopping"), std::string::npos)
+      << ended.error_message();
+  EXPECT_EQ(daemon.Stop(), 0);
+}
+
 }  // namespace
 }  // namespace cachewatch

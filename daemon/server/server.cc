@@ -3,7 +3,6 @@
 #include <google/protobuf/stubs/logging.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
 
 #include <atomic>
@@ -22,6 +21,7 @@
 #include "daemon/receiver/grpc/cachewatch_service.h"
 #include "daemon/receiver/grpc/client_gate.h"
 #include "daemon/receiver/proxy/proxy_receiver.h"
+#include "daemon/server/health_service.h"
 #include "daemon/store/postgres/postgres_store.h"
 #include "daemon/store/sqlite/sqlite_store.h"
 #include "daemon/telemetry/telemetry.h"
@@ -75,8 +75,7 @@ class MaintenanceLoop {
  public:
   // `healthy`: the state reported now.
   MaintenanceLoop(IngestPipeline* pipeline, RecordStore* store, BreakHub* hub,
-                  Telemetry* telemetry,
-                  grpc::HealthCheckServiceInterface* health, bool healthy)
+                  Telemetry* telemetry, HealthService* health, bool healthy)
       : thread_([this, pipeline, store, hub, telemetry, health,
                  healthy]() mutable {
           std::unique_lock<std::mutex> lock(mutex_);
@@ -276,7 +275,8 @@ int RunServer(const Config& config, const std::string& version) {
   const size_t restored_lanes = restored->size();
   *restored = {};  // Read by the receivers as they started; not needed now.
 
-  grpc::EnableDefaultHealthCheckService(true);
+  // Our own health service, not gRPC's default one (health_service.h).
+  HealthService health;
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;
@@ -292,6 +292,7 @@ int RunServer(const Config& config, const std::string& version) {
   builder.SetSyncServerOption(
       grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMaxIdleUnaryThreads);
   builder.RegisterService(&service);
+  builder.RegisterService(&health);
   service.AddRecordQueue(&builder);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
@@ -319,10 +320,9 @@ int RunServer(const Config& config, const std::string& version) {
           {{"error", std::string(writable.message())}});
     }
     telemetry.SetStoreHealthy(writable.ok());
-    server->GetHealthCheckService()->SetServingStatus(kServiceName,
-                                                      writable.ok());
+    health.SetServingStatus(kServiceName, writable.ok());
     MaintenanceLoop maintenance(&pipeline, store.get(), &hub, &telemetry,
-                                server->GetHealthCheckService(), writable.ok());
+                                &health, writable.ok());
     sigwait(&signals, &signal_number);
     // The shutdown sequence (docs/OPERATIONS.md): health NOT_SERVING first,
     // while the server still answers health checks; then new ingest calls
@@ -333,7 +333,7 @@ int RunServer(const Config& config, const std::string& version) {
     const auto grace = std::chrono::seconds(config.shutdown_grace_seconds);
     const auto deadline = std::chrono::steady_clock::now() + grace;
     Log(LogLevel::kInfo, "shutting down", {{"signal", signal_number}});
-    server->GetHealthCheckService()->SetServingStatus(false);
+    health.Shutdown();  // Health Watch calls end now.
     const auto refusing_since = std::chrono::steady_clock::now();
     service.BeginShutdown();
     if (proxy) proxy->BeginShutdown();
@@ -347,8 +347,8 @@ int RunServer(const Config& config, const std::string& version) {
     std::this_thread::sleep_until(
         std::min(deadline, refusing_since + kRefusalWindow));
     // Ingest calls admitted before BeginShutdown finish within a commit; the
-    // rest (queries, health checks, which gRPC's Shutdown can otherwise wait
-    // on for the whole grace period) get at most kFinalCallsGrace.
+    // rest (queries, which gRPC's Shutdown can otherwise wait on for the
+    // whole grace period) get at most kFinalCallsGrace.
     const auto remaining =
         std::max(deadline - std::chrono::steady_clock::now(),
                  std::chrono::steady_clock::duration::zero());
