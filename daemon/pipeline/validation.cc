@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "daemon/core/usage_normalizer.h"
 #include "daemon/util/status_macros.h"
 
@@ -13,11 +14,18 @@ namespace {
 
 using google::protobuf::util::TimeUtil;
 
-absl::Status Invalid(const std::string& field, const std::string& problem) {
+absl::Status Invalid(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
 }
 
-absl::Status CheckText(const std::string& field, const std::string& value,
+// Whether CheckText passes. Fields whose name must be built (an index, a
+// prefix) are checked with it first and named only when they fail, so that
+// a valid record allocates no names.
+bool TextOk(const std::string& value, bool required, size_t max_bytes) {
+  return !(required && value.empty()) && value.size() <= max_bytes;
+}
+
+absl::Status CheckText(absl::string_view field, const std::string& value,
                        bool required, size_t max_bytes) {
   if (required && value.empty()) return Invalid(field, "required");
   if (value.size() > max_bytes) {
@@ -26,7 +34,7 @@ absl::Status CheckText(const std::string& field, const std::string& value,
   return absl::OkStatus();
 }
 
-absl::Status CheckTime(const std::string& field,
+absl::Status CheckTime(absl::string_view field,
                        const google::protobuf::Timestamp& time, bool present,
                        const ValidationLimits& limits, int64_t now_us) {
   if (!present) return Invalid(field, "required");
@@ -49,19 +57,29 @@ absl::Status CheckTime(const std::string& field,
 }
 
 template <typename Record>
-absl::Status CheckLaneKey(const std::string& kind, const Record& record,
+absl::Status CheckLaneKey(absl::string_view kind, const Record& record,
                           const ValidationLimits& limits) {
-  CACHEWATCH_RETURN_IF_ERROR(
-      CheckText(kind + ".agent", record.agent(), true, limits.max_name_bytes));
-  CACHEWATCH_RETURN_IF_ERROR(CheckText(
-      kind + ".session_id", record.session_id(), true, limits.max_id_bytes));
-  CACHEWATCH_RETURN_IF_ERROR(
-      CheckText(kind + ".lane", record.lane(), false, limits.max_name_bytes));
-  return CheckText(kind + ".request_id", record.request_id(), true,
-                   limits.max_id_bytes);
+  const struct {
+    const char* name;
+    const std::string& value;
+    bool required;
+    size_t max_bytes;
+  } fields[] = {
+      {".agent", record.agent(), true, limits.max_name_bytes},
+      {".session_id", record.session_id(), true, limits.max_id_bytes},
+      {".lane", record.lane(), false, limits.max_name_bytes},
+      {".request_id", record.request_id(), true, limits.max_id_bytes},
+  };
+  for (const auto& field : fields) {
+    if (!TextOk(field.value, field.required, field.max_bytes)) {
+      return CheckText(absl::StrCat(kind, field.name), field.value,
+                       field.required, field.max_bytes);
+    }
+  }
+  return absl::OkStatus();
 }
 
-absl::Status CheckProvider(const std::string& field, v1::Provider provider) {
+absl::Status CheckProvider(absl::string_view field, v1::Provider provider) {
   if (provider == v1::PROVIDER_UNSPECIFIED || !v1::Provider_IsValid(provider)) {
     return Invalid(field, "required (a known provider)");
   }
@@ -76,14 +94,16 @@ absl::Status CheckTools(const v1::Snapshot& snapshot,
                                 limits.max_tools));
   }
   for (int i = 0; i < snapshot.tools_size(); ++i) {
-    CACHEWATCH_RETURN_IF_ERROR(
-        CheckText(absl::StrCat("snapshot.tools[", i, "].name"),
-                  snapshot.tools(i).name(), true, limits.max_id_bytes));
+    const std::string& name = snapshot.tools(i).name();
+    if (!TextOk(name, true, limits.max_id_bytes)) {
+      return CheckText(absl::StrCat("snapshot.tools[", i, "].name"), name, true,
+                       limits.max_id_bytes);
+    }
   }
   return absl::OkStatus();
 }
 
-absl::Status CheckTtl(const std::string& field, uint32_t ttl_seconds,
+absl::Status CheckTtl(absl::string_view field, uint32_t ttl_seconds,
                       const ValidationLimits& limits) {
   if (ttl_seconds > limits.max_ttl_seconds) {
     return Invalid(field, absl::StrCat(ttl_seconds, " s is more than ",
@@ -103,24 +123,26 @@ absl::Status CheckCacheControl(const v1::Snapshot& snapshot,
   }
   for (int i = 0; i < control.breakpoints_size(); ++i) {
     const v1::Breakpoint& breakpoint = control.breakpoints(i);
-    const std::string field =
-        absl::StrCat("snapshot.cache_control.breakpoints[", i, "]");
+    auto field = [i](absl::string_view rest) {
+      return absl::StrCat("snapshot.cache_control.breakpoints[", i, "]", rest);
+    };
     if (breakpoint.segment() == v1::PROMPT_SEGMENT_UNSPECIFIED ||
         !v1::PromptSegment_IsValid(breakpoint.segment())) {
-      return Invalid(field + ".segment", "required");
+      return Invalid(field(".segment"), "required");
     }
-    CACHEWATCH_RETURN_IF_ERROR(
-        CheckTtl(field + ".ttl_seconds", breakpoint.ttl_seconds(), limits));
+    if (breakpoint.ttl_seconds() > limits.max_ttl_seconds) {
+      return CheckTtl(field(".ttl_seconds"), breakpoint.ttl_seconds(), limits);
+    }
     if (breakpoint.index() >=
         static_cast<uint32_t>(limits.max_message_chain_blocks)) {
-      return Invalid(field + ".index",
+      return Invalid(field(".index"),
                      absl::StrCat(breakpoint.index(), " is not below ",
                                   limits.max_message_chain_blocks));
     }
     if (breakpoint.has_blocks_after() &&
         breakpoint.blocks_after() >=
             static_cast<uint32_t>(limits.max_message_chain_blocks)) {
-      return Invalid(field + ".blocks_after",
+      return Invalid(field(".blocks_after"),
                      absl::StrCat(breakpoint.blocks_after(), " is not below ",
                                   limits.max_message_chain_blocks));
     }
@@ -129,7 +151,7 @@ absl::Status CheckCacheControl(const v1::Snapshot& snapshot,
         breakpoint.index() >=
             static_cast<uint32_t>(snapshot.message_chain_size())) {
       return Invalid(
-          field + ".index",
+          field(".index"),
           absl::StrCat(breakpoint.index(), " is past the message chain's ",
                        snapshot.message_chain_size(), " blocks"));
     }
@@ -155,9 +177,11 @@ absl::Status ValidateSnapshot(const v1::Snapshot& snapshot,
                    absl::StrCat("more than ", limits.max_system_sections));
   }
   for (int i = 0; i < snapshot.system_sections_size(); ++i) {
-    CACHEWATCH_RETURN_IF_ERROR(CheckText(
-        absl::StrCat("snapshot.system_sections[", i, "].name"),
-        snapshot.system_sections(i).name(), true, limits.max_name_bytes));
+    const std::string& name = snapshot.system_sections(i).name();
+    if (!TextOk(name, true, limits.max_name_bytes)) {
+      return CheckText(absl::StrCat("snapshot.system_sections[", i, "].name"),
+                       name, true, limits.max_name_bytes);
+    }
   }
   if (snapshot.message_chain_size() > limits.max_message_chain_blocks) {
     return Invalid(

@@ -59,8 +59,26 @@ const SnapshotCase kBadSnapshots[] = {
          *s.add_tools() = testing::Tool("t" + std::to_string(i), i);
        }
      }},
+    {"snapshot.tools[2].name: longer than 256 bytes",
+     [](v1::Snapshot& s) {
+       s.mutable_tools(2)->set_name(std::string(257, 'x'));
+     }},
     {"snapshot.system_sections[0].name: required",
      [](v1::Snapshot& s) { s.add_system_sections()->set_hash(1); }},
+    {"snapshot.cache_control.breakpoints[1].ttl_seconds: 604801 s is more",
+     [](v1::Snapshot& s) {
+       for (uint32_t ttl : {300u, 604801u}) {
+         auto* b = s.mutable_cache_control()->add_breakpoints();
+         b->set_segment(v1::PROMPT_SEGMENT_TOOLS);
+         b->set_ttl_seconds(ttl);
+       }
+     }},
+    {"snapshot.cache_control.breakpoints[0].blocks_after: 100000 is not below",
+     [](v1::Snapshot& s) {
+       auto* b = s.mutable_cache_control()->add_breakpoints();
+       b->set_segment(v1::PROMPT_SEGMENT_TOOLS);
+       b->set_blocks_after(100000);
+     }},
     {"snapshot.cache_control.breakpoints[0].segment: required",
      [](v1::Snapshot& s) { s.mutable_cache_control()->add_breakpoints(); }},
     {"snapshot.cache_control.breakpoints[0].index: 5 is past",
@@ -100,6 +118,8 @@ struct UsageCase {
 const UsageCase kBadUsages[] = {
     {"usage.request_id: required", [](v1::Usage& u) { u.clear_request_id(); }},
     {"usage.session_id: required", [](v1::Usage& u) { u.clear_session_id(); }},
+    {"usage.lane: longer than 128 bytes",
+     [](v1::Usage& u) { u.set_lane(std::string(129, 'l')); }},
     {"usage.response_time: required",
      [](v1::Usage& u) { u.clear_response_time(); }},
     {"usage.provider: required",

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/ascii.h"
@@ -93,20 +94,37 @@ std::optional<uint64_t> ParseHex64(std::string_view text) {
 
 std::string ToolListHash(
     const google::protobuf::RepeatedPtrField<v1::ToolRef>& tools) {
-  // Streamed, not joined into one string first (its growth was ~2 % of a
-  // Record stream's samples); the same hash.
+  // The list's bytes gathered in a buffer on the stack and fed to XXH3's
+  // streaming state a buffer at a time: neither joined into one string (its
+  // growth was ~2 % of a Record stream's samples) nor fed three small
+  // updates per tool (their copies into the state were ~2 %); the same hash.
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  auto update_little_endian = [&state](uint64_t value, int bytes) {
+  unsigned char buffer[4096];
+  size_t used = 0;
+  auto append = [&](const void* bytes, size_t size) {
+    if (used + size > sizeof(buffer)) {
+      XXH3_64bits_update(&state, buffer, used);
+      used = 0;
+      if (size > sizeof(buffer)) {
+        XXH3_64bits_update(&state, bytes, size);
+        return;
+      }
+    }
+    std::memcpy(buffer + used, bytes, size);
+    used += size;
+  };
+  auto append_little_endian = [&](uint64_t value, int bytes) {
     unsigned char out[8];
     for (int i = 0; i < bytes; ++i) out[i] = (value >> (8 * i)) & 0xff;
-    XXH3_64bits_update(&state, out, static_cast<size_t>(bytes));
+    append(out, static_cast<size_t>(bytes));
   };
   for (const v1::ToolRef& tool : tools) {
-    update_little_endian(tool.name().size(), 4);
-    XXH3_64bits_update(&state, tool.name().data(), tool.name().size());
-    update_little_endian(tool.schema_hash(), 8);
+    append_little_endian(tool.name().size(), 4);
+    append(tool.name().data(), tool.name().size());
+    append_little_endian(tool.schema_hash(), 8);
   }
+  XXH3_64bits_update(&state, buffer, used);
   return Hex64(XXH3_64bits_digest(&state));
 }
 

@@ -102,18 +102,33 @@ TEST(ColumnsTest, ToolListHashIsXxh3OfTheListsBytes) {
   tool->set_name("mcp__workspace__a_tool_name_longer_than_a_word");
   tool->set_schema_hash(0xfedcba9876543210ULL);
   // The layout the header states, which stored lists are addressed by.
-  std::string bytes;
-  for (const v1::ToolRef& t : snapshot.tools()) {
-    const uint32_t size = static_cast<uint32_t>(t.name().size());
-    for (int i = 0; i < 4; ++i)
-      bytes.push_back(static_cast<char>(size >> (8 * i)));
-    bytes += t.name();
-    for (int i = 0; i < 8; ++i) {
-      bytes.push_back(static_cast<char>(t.schema_hash() >> (8 * i)));
+  auto layout = [](const v1::Snapshot& s) {
+    std::string bytes;
+    for (const v1::ToolRef& t : s.tools()) {
+      const uint32_t size = static_cast<uint32_t>(t.name().size());
+      for (int i = 0; i < 4; ++i)
+        bytes.push_back(static_cast<char>(size >> (8 * i)));
+      bytes += t.name();
+      for (int i = 0; i < 8; ++i) {
+        bytes.push_back(static_cast<char>(t.schema_hash() >> (8 * i)));
+      }
     }
+    return Hex64(XXH3_64bits(bytes.data(), bytes.size()));
+  };
+  EXPECT_EQ(ToolListHash(snapshot.tools()), layout(snapshot));
+  // Lists longer than the function's 4 KiB buffer, and names longer than
+  // it, hash the same bytes.
+  for (int tools : {200, 400}) {
+    v1::Snapshot large;
+    for (int i = 0; i < tools; ++i) {
+      tool = large.add_tools();
+      tool->set_name(std::string(static_cast<size_t>(i % 61), 'a' + i % 26));
+      tool->set_schema_hash(0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(i));
+      if (i == 150) tool->set_name(std::string(5000 + tools, 'n'));
+      if (i == 151) tool->set_name(std::string(4096 - 12, 'm'));
+    }
+    EXPECT_EQ(ToolListHash(large.tools()), layout(large)) << tools;
   }
-  EXPECT_EQ(ToolListHash(snapshot.tools()),
-            Hex64(XXH3_64bits(bytes.data(), bytes.size())));
 }
 
 TEST(ColumnsTest, SectionsRoundTripThroughJson) {
