@@ -304,10 +304,6 @@ class BatchBuilder {
     if (!index.has_value()) return;
     TurnTimes& turn = TimesOf(*index);
     turn.classification_time_us = time_us;
-    // Looked up whatever its time: a turn row may have been made by a
-    // record without a time of its own (at the daemon's clock), and a
-    // second verdict must find it to leave it standing.
-    turn.Window(kMinTime, kMaxTime);
   }
 
   // The steps, ending in COMMIT; days: the partitions they may write.
@@ -366,7 +362,14 @@ class BatchBuilder {
     int64_t classification_time_us = 0;
     std::string list_hash;
     // The request times its row is looked up among: the union of its
-    // records' windows.
+    // snapshot's and usage's windows. A turn with neither in the batch (a
+    // classification alone) is looked up whatever its time: its row may
+    // have been made by a record without a time of its own (at the daemon's
+    // clock), and a second verdict must find it to leave it standing. With
+    // its snapshot or usage in the batch the classification adds nothing to
+    // the window: the turn is matched as those records alone would be, and
+    // only the partitions within a day of them are probed (not every day in
+    // retention).
     int64_t from_us = kMaxTime;
     int64_t until_us = kMinTime;
 
@@ -389,8 +392,10 @@ class BatchBuilder {
         .Text(key.session_id)
         .Text(LaneColumn(key))
         .Text(*turn.request_id)
-        .Int(times.from_us)
-        .Int(times.until_us)
+        .Int(turn.snapshot != nullptr || turn.usage != nullptr ? times.from_us
+                                                               : kMinTime)
+        .Int(turn.snapshot != nullptr || turn.usage != nullptr ? times.until_us
+                                                               : kMaxTime)
         .Int(turn.snapshot != nullptr ? times.snapshot_time_us
              : turn.usage != nullptr  ? times.usage_time_us
                                       : times.classification_time_us)

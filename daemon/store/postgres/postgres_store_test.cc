@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -213,6 +214,45 @@ TEST_F(PostgresStoreTest, RetentionRemovesTheClaimsOfLanesWithoutTurns) {
                                    Classified(old_lane, "o2", v1::VERDICT_OK)))
                   .ok());
   EXPECT_EQ(Query("SELECT count(*) FROM lane_writers"), 2);
+}
+
+// A turn whose snapshot (or usage) is in the batch is looked up only in the
+// partitions within a day of it, with its classification too: not in every
+// partition of the retention window. Counted by the writer's index scans
+// (pg_stat_user_indexes, once the writer has flushed its statistics).
+TEST_F(PostgresStoreTest, ATurnWithItsSnapshotInTheBatchIsLookedUpNearItsTime) {
+  auto store = Open();
+  const LaneKey key = Key();
+  ASSERT_TRUE(store
+                  ->Write(TurnUnit(key, "r0", kT0,
+                                   Classified(key, "r0", v1::VERDICT_OK)))
+                  .ok());
+  const std::string near = DayName("turns", PgDayOf(kT0));
+  std::map<std::string, int64_t> scans;  // By partition.
+  while (scans[near] == 0) {
+    scans.clear();
+    const std::vector<std::string> rows = absl::StrSplit(
+        server_->Psql(database_,
+                      "SELECT string_agg(t.relname || '=' || s.idx_scan, ',') "
+                      "FROM pg_inherits AS i JOIN pg_index AS x ON "
+                      "x.indexrelid = i.inhrelid JOIN pg_class AS t ON t.oid = "
+                      "x.indrelid JOIN pg_stat_user_indexes AS s ON "
+                      "s.indexrelid = i.inhrelid WHERE i.inhparent = "
+                      "'turns_by_key_hash'::regclass"),
+        ',', absl::SkipEmpty());
+    for (const std::string& row : rows) {
+      const std::pair<std::string, std::string> parts =
+          absl::StrSplit(row, '=');
+      ASSERT_TRUE(absl::SimpleAtoi(parts.second, &scans[parts.first])) << row;
+    }
+    ASSERT_TRUE(scans.contains(near));
+  }
+  EXPECT_GE(scans.size(), 5u);  // Yesterday to two days ahead, and kT0's.
+  for (const auto& [partition, count] : scans) {
+    if (partition != near) {
+      EXPECT_EQ(count, 0) << partition;
+    }
+  }
 }
 
 // Two stores on one database, as two daemons: the same records written by
