@@ -14,11 +14,13 @@
 // The records are built before the clock starts. Prints both rates, the
 // ratio and PASS/FAIL against the target (store >= 50 % of raw).
 //
-// Usage: pg_store_bench [--turns=N] [--writers=W]
+// Usage: pg_store_bench [--turns=N] [--writers=W] [--days=D]
 //   N turns per writer thread (default 5000), W writer threads (default 4).
 //   More writers make bigger group commits (up to the queue's
 //   max_batch_records, 1000 records = 333 turns): how the ratio depends on
-//   the batch size.
+//   the batch size. D: partitions of the D days before yesterday created in
+//   both databases first (empty), as a retention window of D days holds
+//   them (default 0: the store's own, yesterday to two days ahead).
 #include <libpq-fe.h>
 #include <xxhash.h>
 
@@ -34,6 +36,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/store_turns.h"
+#include "daemon/store/postgres/pg_connection.h"
+#include "daemon/store/postgres/pg_schema.h"
 #include "daemon/store/postgres/postgres_store.h"
 #include "tests/support/postgres_process.h"
 
@@ -182,12 +186,34 @@ double RunRaw(const std::string& url,
   return rows / seconds;
 }
 
+// Creates the partitions of the `days` days before yesterday in `url`'s
+// database (its schema made by the store first).
+void CreatePastPartitions(const std::string& url, int days) {
+  if (days <= 0) return;
+  OpenStore(url);
+  absl::StatusOr<std::unique_ptr<PgConnection>> connection =
+      PgConnection::Connect(url, std::chrono::milliseconds(60000));
+  if (!connection.ok()) Die(connection.status().ToString());
+  const int64_t yesterday =
+      PgDayOf(std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count()) -
+      1;
+  std::vector<int64_t> past;
+  for (int day = 1; day <= days; ++day) past.push_back(yesterday - day);
+  const absl::Status status = PgCreatePartitions(**connection, past);
+  if (!status.ok()) Die(status.ToString());
+}
+
 int Main(int argc, char** argv) {
   int writers = kDefaultWriters;
+  int days = 0;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strncmp(argv[i], "--writers=", 10) == 0) {
       writers = std::max(1, std::atoi(argv[i] + 10));
+    } else if (std::strncmp(argv[i], "--days=", 7) == 0) {
+      days = std::max(0, std::atoi(argv[i] + 7));
     } else {
       args.push_back(argv[i]);
     }
@@ -204,14 +230,17 @@ int Main(int argc, char** argv) {
   }
   const std::vector<std::vector<StoreTurn>> turns =
       MakeWritersTurns(writers, *turns_per_writer);
+  CreatePastPartitions(server->Url("raw"), days);
+  CreatePastPartitions(server->Url("store"), days);
   const double raw_rate = RunRaw(server->Url("raw"), turns);
   const double store_rate = RunStore(server->Url("store"), turns);
   const double ratio = store_rate / raw_rate;
   std::printf(
-      "pg_store_bench: %d turns; PostgresStore::Write %.0f turns/s (%d "
+      "pg_store_bench: %d turns, %d days of partitions before yesterday; "
+      "PostgresStore::Write %.0f turns/s (%d "
       "writers, %d turns/Write, 3 records/turn), raw COPY %.0f rows/s (%d "
       "rows/transaction); ratio %.2f (target >= %.2f) %s\n",
-      writers * *turns_per_writer, store_rate, writers, kTurnsPerWrite,
+      writers * *turns_per_writer, days, store_rate, writers, kTurnsPerWrite,
       raw_rate, kRowsPerCopy, ratio, kTarget,
       ratio >= kTarget ? "PASS" : "FAIL");
   return 0;
