@@ -25,12 +25,13 @@ import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 
-TICKS = os.sysconf("SC_CLK_TCK")
+# The server process, its address and CPU time, and a timed load run: the
+# same as the PASS/FAIL table's.
+from run_ingest_bench import Server, timed_load
+
 ECHO = "echo"
 
 
@@ -78,48 +79,21 @@ def parse_args():
     return args, servers, rows
 
 
-def start(name, argv, tmp):
-    """Starts a server on a free port; answers (process, address)."""
-    argv = argv + ["--listen=127.0.0.1:0"]
-    if name != ECHO:
-        argv += ["--metrics-listen=", "--db-path=" + os.path.join(tmp, "ab.db")]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
-    for line in process.stderr:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if entry.get("msg") == "listening":
-            # The rest of its log is read (and dropped) so that it never blocks.
-            threading.Thread(target=lambda: [None for _ in process.stderr],
-                             daemon=True).start()
-            return process, entry["grpc"]
-    process.wait()
-    sys.exit(f"{argv[0]} ended before it listened (exit {process.returncode})")
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
 def run(args, name, argv, mode, threads):
+    """One load_generator run against a fresh server (and database)."""
     with tempfile.TemporaryDirectory(prefix="ab_servers.") as tmp:
-        process, address = start(name, argv, tmp)
+        argv = argv + ["--listen=127.0.0.1:0"]
+        if name != ECHO:
+            argv += ["--metrics-listen=",
+                     "--db-path=" + os.path.join(tmp, "ab.db")]
+        server = Server(argv)
         perf = None
         if args.perf:
             perf = subprocess.Popen(
                 ["perf", "stat", "-x,", "-e", "context-switches", "-p",
-                 str(process.pid)], stderr=subprocess.PIPE, text=True)
+                 str(server.process.pid)], stderr=subprocess.PIPE, text=True)
             time.sleep(0.2)  # perf attaches.
-        before = cpu_seconds(process.pid)
-        out = subprocess.run(
-            [args.load_generator, "--address=" + address, "--mode=" + mode,
-             f"--threads={threads}", f"--duration_s={args.duration_s:g}"],
-            capture_output=True, text=True, check=True)
-        after = cpu_seconds(process.pid)
+        result = timed_load(args, server, mode, threads)
         switches = None
         if perf is not None:
             perf.send_signal(signal.SIGINT)
@@ -128,15 +102,13 @@ def run(args, name, argv, mode, threads):
                 parts = line.split(",")
                 if len(parts) > 2 and parts[2] == "context-switches":
                     switches = int(parts[0]) if parts[0].isdigit() else None
-        process.terminate()
-        process.wait()
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+        server.stop()
     records = max(result["records"], 1)
     return {
         "server": name, "mode": mode, "threads": threads,
         "records_per_s": result["records_per_s"], "records": result["records"],
         "errors": result.get("errors"),
-        "cpu_us_per_record": 1e6 * (after - before) / records,
+        "cpu_us_per_record": result["cpu_us_per_record"],
         "switches_per_record": None if switches is None else switches / records,
     }
 
