@@ -11,16 +11,20 @@
 //   - raw: one connection, COPY of kRowsPerCopy fully populated turns rows
 //     per transaction into the store's own (partitioned, indexed) turns
 //     table of a second database: the fastest way in.
-// The records are built before the clock starts. Prints both rates, the
-// ratio and PASS/FAIL against the target (store >= 50 % of raw).
+// The records are built before the clock starts. The two run R times
+// (rounds), each round into a fresh pair of databases, raw first in odd
+// rounds and the store first in even ones. Prints each round's rates and
+// ratio, then the medians of the rounds' rates and ratios, and PASS/FAIL of
+// the median ratio against the target (store >= 50 % of raw).
 //
-// Usage: pg_store_bench [--turns=N] [--writers=W] [--days=D]
+// Usage: pg_store_bench [--turns=N] [--writers=W] [--days=D] [--rounds=R]
 //   N turns per writer thread (default 5000), W writer threads (default 4).
 //   More writers make bigger group commits (up to the queue's
 //   max_batch_records, 1000 records = 333 turns): how the ratio depends on
 //   the batch size. D: partitions of the D days before yesterday created in
 //   both databases first (empty), as a retention window of D days holds
 //   them (default 0: the store's own, yesterday to two days ahead).
+//   R: rounds (default 3).
 #include <libpq-fe.h>
 #include <xxhash.h>
 
@@ -48,6 +52,7 @@ constexpr int kDefaultWriters = 4;
 constexpr int kTurnsPerWrite = 50;
 constexpr int kRowsPerCopy = 1000;
 constexpr double kTarget = 0.5;
+constexpr int kDefaultRounds = 3;
 
 using Clock = std::chrono::steady_clock;
 
@@ -205,15 +210,26 @@ void CreatePastPartitions(const std::string& url, int days) {
   if (!status.ok()) Die(status.ToString());
 }
 
+// The median of `values` (the mean of the middle two for an even count).
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle]
+                                : (values[middle - 1] + values[middle]) / 2;
+}
+
 int Main(int argc, char** argv) {
   int writers = kDefaultWriters;
   int days = 0;
+  int rounds = kDefaultRounds;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strncmp(argv[i], "--writers=", 10) == 0) {
       writers = std::max(1, std::atoi(argv[i] + 10));
     } else if (std::strncmp(argv[i], "--days=", 7) == 0) {
       days = std::max(0, std::atoi(argv[i] + 7));
+    } else if (std::strncmp(argv[i], "--rounds=", 9) == 0) {
+      rounds = std::max(1, std::atoi(argv[i] + 9));
     } else {
       args.push_back(argv[i]);
     }
@@ -225,23 +241,45 @@ int Main(int argc, char** argv) {
   std::unique_ptr<testing::PostgresProcess> server =
       testing::PostgresProcess::Start();
   if (server == nullptr) Die("cannot start PostgreSQL");
-  if (!server->CreateDatabase("raw") || !server->CreateDatabase("store")) {
-    Die("cannot create the databases");
-  }
   const std::vector<std::vector<StoreTurn>> turns =
       MakeWritersTurns(writers, *turns_per_writer);
-  CreatePastPartitions(server->Url("raw"), days);
-  CreatePastPartitions(server->Url("store"), days);
-  const double raw_rate = RunRaw(server->Url("raw"), turns);
-  const double store_rate = RunStore(server->Url("store"), turns);
-  const double ratio = store_rate / raw_rate;
+  std::vector<double> raw_rates, store_rates, ratios;
+  for (int round = 1; round <= rounds; ++round) {
+    const std::string raw = absl::StrCat("raw", round);
+    const std::string stored = absl::StrCat("store", round);
+    if (!server->CreateDatabase(raw) || !server->CreateDatabase(stored)) {
+      Die("cannot create the databases");
+    }
+    CreatePastPartitions(server->Url(raw), days);
+    CreatePastPartitions(server->Url(stored), days);
+    // Raw first in odd rounds, the store first in even ones.
+    double raw_rate = 0;
+    double store_rate = 0;
+    if (round % 2 == 1) {
+      raw_rate = RunRaw(server->Url(raw), turns);
+      store_rate = RunStore(server->Url(stored), turns);
+    } else {
+      store_rate = RunStore(server->Url(stored), turns);
+      raw_rate = RunRaw(server->Url(raw), turns);
+    }
+    raw_rates.push_back(raw_rate);
+    store_rates.push_back(store_rate);
+    ratios.push_back(store_rate / raw_rate);
+    std::printf(
+        "pg_store_bench: round %d/%d (%s first): PostgresStore::Write %.0f "
+        "turns/s, raw COPY %.0f rows/s, ratio %.2f\n",
+        round, rounds, round % 2 == 1 ? "raw" : "store", store_rate, raw_rate,
+        ratios.back());
+    std::fflush(stdout);
+  }
+  const double ratio = Median(ratios);
   std::printf(
       "pg_store_bench: %d turns, %d days of partitions before yesterday; "
-      "PostgresStore::Write %.0f turns/s (%d "
+      "medians of %d rounds: PostgresStore::Write %.0f turns/s (%d "
       "writers, %d turns/Write, 3 records/turn), raw COPY %.0f rows/s (%d "
       "rows/transaction); ratio %.2f (target >= %.2f) %s\n",
-      writers * *turns_per_writer, days, store_rate, writers, kTurnsPerWrite,
-      raw_rate, kRowsPerCopy, ratio, kTarget,
+      writers * *turns_per_writer, days, rounds, Median(store_rates), writers,
+      kTurnsPerWrite, Median(raw_rates), kRowsPerCopy, ratio, kTarget,
       ratio >= kTarget ? "PASS" : "FAIL");
   return 0;
 }
