@@ -35,13 +35,16 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "bench/store_turns.h"
+#include "daemon/store/columns.h"
 #include "daemon/store/postgres/pg_connection.h"
 #include "daemon/store/postgres/pg_schema.h"
+#include "daemon/store/postgres/pg_write_statements.h"
 #include "daemon/store/postgres/postgres_store.h"
 #include "tests/support/postgres_process.h"
 
@@ -78,14 +81,20 @@ double RunStore(const std::string& url,
   return TimeStoreWrites(*store, turns, kTurnsPerWrite, "pg_store_bench");
 }
 
-std::string Hex(uint64_t value) {
-  char buffer[17];
-  std::snprintf(buffer, sizeof(buffer), "%016llx",
-                static_cast<unsigned long long>(value));
-  return buffer;
+// `text` as a COPY text-format field (no NULL).
+std::string CopyField(std::string_view text) {
+  std::string field;
+  for (char c : text) {
+    if (c == '\\' || c == '\t' || c == '\n') field += '\\';
+    field += c;
+  }
+  return field;
 }
 
-// One turns row in COPY text format (columns as in kCopyColumns).
+// One turns row in COPY text format (columns as in kCopyColumns): the
+// columns the store writes for the turn, the tool list's hash and the
+// breakpoints' JSON as the store makes them (columns.h); received_at_us is
+// the request time here, the commit's clock in the store.
 std::string CopyRow(const StoreTurn& turn) {
   const v1::Snapshot& snapshot = *turn.snapshot;
   const v1::NormalizedUsage& usage = turn.usage.normalized();
@@ -102,32 +111,31 @@ std::string CopyRow(const StoreTurn& turn) {
       chain += byte;
     }
   }
-  std::string raw_json;
-  for (char c : turn.usage.raw_usage_json()) {
-    if (c == '\\' || c == '\t' || c == '\n') raw_json += '\\';
-    raw_json += c;
-  }
+  const std::string breakpoints =
+      BreakpointsJson(snapshot.cache_control().breakpoints());
   std::string sections = "[";
   for (const v1::SystemSection& section : snapshot.system_sections()) {
     absl::StrAppend(&sections, sections.size() > 1 ? "," : "", "{\"name\":\"",
-                    section.name(), "\",\"hash\":\"", Hex(section.hash()),
+                    section.name(), "\",\"hash\":\"", Hex64(section.hash()),
                     "\"}");
   }
   sections += "]";
   return absl::StrCat(
       turn.lane.agent, "\t", turn.lane.session_id, "\tmain\t",
       snapshot.request_id(), "\tanthropic\t", snapshot.model(), "\t",
-      request_us, "\t", response_us, "\t1\t1\t", Hex(snapshot.system_hash()),
+      request_us, "\t", response_us, "\t1\t1\t", Hex64(snapshot.system_hash()),
       "\t", sections, "\t", snapshot.tools_size(), "\t",
-      Hex(snapshot.options_hash()), "\t1\t0\t",
+      Hex64(snapshot.options_hash()), "\t1\t0\t",
       snapshot.cache_control().ttl_seconds(), "\t", chain, "\tlexicographic\t",
+      ToolListHash(snapshot.tools()), "\t",
+      breakpoints.empty() ? "\\N" : CopyField(breakpoints), "\t",
       usage.uncached_input_tokens(), "\t", usage.cache_read_tokens(), "\t",
       usage.cache_write_tokens(), "\t", usage.cache_write_5m_tokens(), "\t",
       usage.cache_write_1h_tokens(), "\t", usage.output_tokens(), "\t",
       usage.uncached_input_tokens() + usage.cache_read_tokens() +
           usage.cache_write_tokens(),
-      "\t", raw_json, "\tok\t", usage.cache_read_tokens(), "\t0\t", request_us,
-      "\n");
+      "\t", CopyField(turn.usage.raw_usage_json()), "\tok\t",
+      usage.cache_read_tokens(), "\t0\t", request_us, "\n");
 }
 
 constexpr const char* kCopyColumns =
@@ -135,7 +143,8 @@ constexpr const char* kCopyColumns =
     "response_time_us, snapshot_received, usage_received, system_hash, "
     "system_sections, tool_count, options_hash, cache_enabled, "
     "cache_automatic, cache_ttl_seconds, message_chain, tool_order_policy, "
-    "uncached_input_tokens, cache_read_tokens, cache_write_tokens, "
+    "tool_list_hash, breakpoints, uncached_input_tokens, cache_read_tokens, "
+    "cache_write_tokens, "
     "cache_write_5m_tokens, cache_write_1h_tokens, output_tokens, "
     "prompt_total_tokens, raw_usage_json, verdict, expected_reuse_tokens, "
     "missed_tokens, received_at_us";
@@ -149,10 +158,43 @@ void Exec(PGconn* conn, const std::string& sql) {
   PQclear(result);
 }
 
+// Inserts the tool lists of `turns`' snapshots and their entries into
+// `url`'s database with the store's own statement (kPgInsertToolList), so
+// that the rows COPY writes reference them as the store's rows do (and pay
+// the same foreign-key check).
+void InsertToolLists(const std::string& url,
+                     const std::vector<std::vector<StoreTurn>>& turns) {
+  absl::StatusOr<std::unique_ptr<PgConnection>> connection =
+      PgConnection::Connect(url, std::chrono::milliseconds(60000));
+  if (!connection.ok()) Die(connection.status().ToString());
+  std::set<std::string> inserted;
+  for (const std::vector<StoreTurn>& writer : turns) {
+    for (const StoreTurn& turn : writer) {
+      const v1::Snapshot& snapshot = *turn.snapshot;
+      std::string list_hash = ToolListHash(snapshot.tools());
+      if (!inserted.insert(list_hash).second) continue;
+      std::vector<std::string> names, hashes;
+      for (const v1::ToolRef& tool : snapshot.tools()) {
+        names.push_back(tool.name());
+        hashes.push_back(Hex64(tool.schema_hash()));
+      }
+      const absl::StatusOr<PgResult> result =
+          (*connection)
+              ->Query(kPgInsertToolList, PgParams()
+                                             .Text(list_hash)
+                                             .Int(snapshot.tools_size())
+                                             .Text(PgTextArray(names))
+                                             .Text(PgTextArray(hashes)));
+      if (!result.ok()) Die(result.status().ToString());
+    }
+  }
+}
+
 // Rows per second through COPY, kRowsPerCopy per transaction.
 double RunRaw(const std::string& url,
               const std::vector<std::vector<StoreTurn>>& turns) {
   OpenStore(url);  // The same schema and partitions.
+  InsertToolLists(url, turns);
   std::vector<std::string> chunks;
   std::string chunk;
   int64_t rows = 0;
