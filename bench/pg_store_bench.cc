@@ -8,9 +8,14 @@
 //     a 50-tool snapshot, a usage with raw JSON, an OK classification: three
 //     records, one turns row per turn),
 //     as stream handlers do; group commit joins them.
-//   - raw: one connection, COPY of kRowsPerCopy fully populated turns rows
-//     per transaction into the store's own (partitioned, indexed) turns
-//     table of a second database: the fastest way in.
+//   - raw: one connection, COPY of kRowsPerCopy turns rows per transaction
+//     into the store's own (partitioned, indexed) turns table of a second
+//     database: the fastest way in. The rows are the store's rows for the
+//     same turns, column for column (received_at_us aside: the request time
+//     here, the commit's clock in the store), tool_list_hash included: the
+//     turns' tool lists and their entries are inserted before the clock, so
+//     COPY pays the same foreign-key check (turns_tool_list_hash_fkey) as
+//     the store's rows.
 // The records are built before the clock starts. The two run R times
 // (rounds), each round into a fresh pair of databases, raw first in odd
 // rounds and the store first in even ones. Prints each round's rates and
