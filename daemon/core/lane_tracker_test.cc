@@ -134,6 +134,20 @@ TEST_F(LaneTrackerTest, ARetryGetsExactlyTheOriginalClassification) {
 // Found by the lane_tracker fuzzer: r1's usage arrives last and releases r1
 // and the three turns that waited behind it, more than the lane remembers.
 // r1's answer is still r1's classification, not "pending".
+
+// The lanes' hash (their tracker shard and map bucket) is XXH3-64 of
+// "agent\x1fsession_id\x1flane": the values below are that, computed apart
+// (a key of 256 bytes fills the hash's stack buffer, one of 307 does not).
+TEST(LaneKeyHashTest, IsXxh3OfTheJoinedKey) {
+  const LaneKeyHash hash;
+  EXPECT_EQ(hash(LaneKey{"bench-agent", "session-1", "main"}),
+            11769709891153800660ULL);
+  EXPECT_EQ(hash(LaneKey{"", "s", "main"}), 16982797612586384412ULL);
+  EXPECT_EQ(hash(LaneKey{std::string(250, 'a'), "sss", "m"}),
+            16501843935835879780ULL);
+  EXPECT_EQ(hash(LaneKey{std::string(300, 'a'), "s", "main"}),
+            16076485361239970146ULL);
+}
 TEST(LaneTrackerReleaseTest, ALateUsageGetsItsOwnClassification) {
   TrackerOptions options;
   options.remembered_request_ids = 2;

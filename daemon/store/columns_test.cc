@@ -19,6 +19,7 @@ TEST(ColumnsTest, Hex64RoundTrips) {
     EXPECT_EQ(ParseHex64(text), value) << text;
   }
   EXPECT_EQ(Hex64(0xab), "00000000000000ab");
+  EXPECT_EQ(Hex64(0xfedcba9876543210ULL), "fedcba9876543210");
 }
 
 TEST(ColumnsTest, ParseHex64RejectsAnythingButSixteenHexDigits) {
@@ -136,8 +137,12 @@ TEST(ColumnsTest, SectionsRoundTripThroughJson) {
   v1::SystemSection* section = snapshot.add_system_sections();
   section->set_name("date \"quoted\"");
   section->set_hash(~0ULL);
+  section = snapshot.add_system_sections();
+  section->set_name("tools");
+  section->set_hash(0x0123456789abcdefULL);
   const std::string json = SectionsJson(snapshot.system_sections());
-  EXPECT_EQ(json, R"([{"name":"date \"quoted\"","hash":"ffffffffffffffff"}])");
+  EXPECT_EQ(json, R"([{"name":"date \"quoted\"","hash":"ffffffffffffffff"},)"
+                  R"({"name":"tools","hash":"0123456789abcdef"}])");
   v1::Snapshot parsed;
   ASSERT_TRUE(ParseSectionsJson(json, parsed.mutable_system_sections()).ok());
   EXPECT_EQ(parsed.SerializeAsString(), snapshot.SerializeAsString());
