@@ -26,8 +26,9 @@
 // Lifecycle: Start after the server started (with the queue's threads
 // running or about to); StopAccepting, then WaitUntilAnswered, after the
 // server's Shutdown returned and before the queue shuts down (no call may
-// start an operation on a queue shut down). Thread-safe; each call deletes
-// itself once its answer is sent (or the server shut down before it came).
+// start an operation on a queue shut down). Thread-safe; each call is
+// deleted once its answer's completion is reaped (or the server shut down
+// before it came).
 #ifndef CACHEWATCH_DAEMON_RECEIVER_GRPC_UNARY_INGEST_H_
 #define CACHEWATCH_DAEMON_RECEIVER_GRPC_UNARY_INGEST_H_
 
