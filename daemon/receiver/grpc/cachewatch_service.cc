@@ -22,14 +22,17 @@ CacheWatchService::CacheWatchService(IngestPipeline* pipeline,
           pipeline,
           [this](grpc::ServerContext* context, grpc::ByteBuffer* request,
                  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* responder,
-                 grpc::ServerCompletionQueue* queue, void* tag) {
-            RequestRecordSnapshot(context, request, responder, queue, queue,
-                                  tag);
+                 grpc::CompletionQueue* call_queue,
+                 grpc::ServerCompletionQueue* new_call_queue, void* tag) {
+            RequestRecordSnapshot(context, request, responder, call_queue,
+                                  new_call_queue, tag);
           },
           [this](grpc::ServerContext* context, grpc::ByteBuffer* request,
                  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* responder,
-                 grpc::ServerCompletionQueue* queue, void* tag) {
-            RequestRecordUsage(context, request, responder, queue, queue, tag);
+                 grpc::CompletionQueue* call_queue,
+                 grpc::ServerCompletionQueue* new_call_queue, void* tag) {
+            RequestRecordUsage(context, request, responder, call_queue,
+                               new_call_queue, tag);
           },
           [this](grpc::ServerContext* context, RecordKind kind) {
             return Admit(context, kind);

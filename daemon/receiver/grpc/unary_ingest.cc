@@ -13,6 +13,15 @@
 namespace cachewatch {
 namespace {
 
+// A completion queue for Next and AsyncNext that no thread polls: ending an
+// operation on it wakes no poller.
+grpc_completion_queue* NonPollingQueue() {
+  const grpc_completion_queue_attributes attributes = {
+      GRPC_CQ_CURRENT_VERSION, GRPC_CQ_NEXT, GRPC_CQ_NON_POLLING, nullptr};
+  return grpc_completion_queue_create(
+      grpc_completion_queue_factory_lookup(&attributes), &attributes, nullptr);
+}
+
 template <typename Response>
 grpc::ByteBuffer Serialized(const Response& response) {
   grpc::ByteBuffer bytes;
@@ -33,7 +42,8 @@ class UnaryIngest::Call {
     const RequestCall& request = kind_ == RecordKind::kUsage
                                      ? ingest_->request_usage_
                                      : ingest_->request_snapshot_;
-    request(&context_, &request_, &responder_, queue, started_.Tag());
+    request(&context_, &request_, &responder_, &ingest_->answers_, queue,
+            started_.Tag());
   }
 
   // Answers with the record's status, and its response when OK. The call
@@ -55,12 +65,14 @@ class UnaryIngest::Call {
       reply = Serialized(response);
     }
     UnaryIngest* const ingest = ingest_;
+    ++ingest->unreaped_;
     responder_.Finish(reply, grpc::Status::OK, finished_.Tag());
     ingest->Answered();
   }
   // As Answer, with `status` instead.
   void Refuse(const grpc::Status& status) {
     UnaryIngest* const ingest = ingest_;
+    ++ingest->unreaped_;
     responder_.FinishWithError(status, finished_.Tag());
     ingest->Answered();
   }
@@ -79,10 +91,16 @@ class UnaryIngest::Call {
       ingest->Answered();
       return;
     }
-    ingest_->RequestNext(kind_);
-    ingest_->Serve(this);
+    UnaryIngest* const ingest = ingest_;
+    ingest->RequestNext(kind_);
+    ingest->Serve(this);  // May delete this call.
+    ingest->ReapAnswers();
   }
-  void OnFinished(bool /*ok*/) { delete this; }
+  void OnFinished(bool /*ok*/) {
+    UnaryIngest* const ingest = ingest_;
+    delete this;
+    --ingest->unreaped_;
+  }
 
   UnaryIngest* const ingest_;
   const RecordKind kind_;
@@ -99,7 +117,8 @@ UnaryIngest::UnaryIngest(IngestPipeline* pipeline, RequestCall request_snapshot,
     : pipeline_(pipeline),
       request_snapshot_(std::move(request_snapshot)),
       request_usage_(std::move(request_usage)),
-      admit_(std::move(admit)) {}
+      admit_(std::move(admit)),
+      answers_(NonPollingQueue()) {}
 
 void UnaryIngest::Start(grpc::ServerCompletionQueue* queue, int calls) {
   {
@@ -119,8 +138,25 @@ void UnaryIngest::StopAccepting() {
 }
 
 void UnaryIngest::WaitUntilAnswered() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  answered_.wait(lock, [this] { return unanswered_ == 0; });
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    answered_.wait(lock, [this] { return unanswered_ == 0; });
+  }
+  // Every answer has started: Next returns each completion, then false.
+  answers_.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (answers_.Next(&tag, &ok)) static_cast<QueueTag*>(tag)->Complete(ok);
+}
+
+void UnaryIngest::ReapAnswers() {
+  void* tag = nullptr;
+  bool ok = false;
+  while (unreaped_.load() > 0 &&
+         answers_.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC)) ==
+             grpc::CompletionQueue::GOT_EVENT) {
+    static_cast<QueueTag*>(tag)->Complete(ok);
+  }
 }
 
 void UnaryIngest::RequestNext(RecordKind kind) {

@@ -16,17 +16,26 @@
 // record's commit returned, with the same response and status the
 // synchronous handlers gave.
 //
+// An answer's completion (the call's Finish) goes to a completion queue of
+// this object's that nothing polls, not to the ingest queue: on the ingest
+// queue it woke another of its threads out of epoll (an eventfd write and a
+// context switch per call, docs/PERFORMANCE.md round 10a). The queue threads
+// reap those completions (and so delete the calls) after serving each new
+// call; the rest are reaped by WaitUntilAnswered.
+//
 // Lifecycle: Start after the server started (with the queue's threads
 // running or about to); StopAccepting, then WaitUntilAnswered, after the
 // server's Shutdown returned and before the queue shuts down (no call may
-// start an operation on a queue shut down). Thread-safe; each call deletes
-// itself once its answer is sent (or the server shut down before it came).
+// start an operation on a queue shut down). Thread-safe; each call is
+// deleted once its answer's completion is reaped (or the server shut down
+// before it came).
 #ifndef CACHEWATCH_DAEMON_RECEIVER_GRPC_UNARY_INGEST_H_
 #define CACHEWATCH_DAEMON_RECEIVER_GRPC_UNARY_INGEST_H_
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/async_unary_call.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -40,11 +49,13 @@ namespace cachewatch {
 class UnaryIngest {
  public:
   // Asks gRPC for the next call of one method (the generated
-  // RequestRecordSnapshot or RequestRecordUsage).
-  using RequestCall =
-      std::function<void(grpc::ServerContext*, grpc::ByteBuffer*,
-                         grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>*,
-                         grpc::ServerCompletionQueue*, void* tag)>;
+  // RequestRecordSnapshot or RequestRecordUsage): the call's operations
+  // complete on `call_queue`, its arrival (`tag`) on `new_call_queue`.
+  using RequestCall = std::function<void(
+      grpc::ServerContext*, grpc::ByteBuffer*,
+      grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>*,
+      grpc::CompletionQueue* call_queue,
+      grpc::ServerCompletionQueue* new_call_queue, void* tag)>;
   // Authenticates and charges one record; the refusal, if any, is counted.
   using Admit = std::function<absl::Status(grpc::ServerContext*, RecordKind)>;
 
@@ -61,9 +72,9 @@ class UnaryIngest {
   // Requests no more calls. Idempotent.
   void StopAccepting();
   // Blocks until every call requested has been answered (its commit
-  // returned and its answer is on its way) or given up (the server shut
-  // down before it came). Call after StopAccepting, once the server's
-  // Shutdown returned.
+  // returned and its answer was sent or failed) or given up (the server
+  // shut down before it came), and deleted. Call after StopAccepting, once
+  // the server's Shutdown returned; once only.
   void WaitUntilAnswered();
 
  private:
@@ -77,11 +88,19 @@ class UnaryIngest {
   // A requested call was answered or given up: it starts no more
   // operations.
   void Answered();
+  // Completes the answers whose completions are queued on answers_
+  // (deleting their calls), without waiting for the others.
+  void ReapAnswers();
 
   IngestPipeline* const pipeline_;
   const RequestCall request_snapshot_;
   const RequestCall request_usage_;
   const Admit admit_;
+
+  // Where the calls' answers complete; not polled (see the file comment).
+  grpc::CompletionQueue answers_;
+  // Answers started and not yet reaped from answers_.
+  std::atomic<int64_t> unreaped_{0};
 
   std::mutex mutex_;
   std::condition_variable answered_;
