@@ -39,7 +39,7 @@ constexpr int kRetentionBatchRows = 1000;
 constexpr int kDaysAhead = 2;
 // A turn's records are matched within this distance of their own time (a
 // usage arrives seconds to minutes after its snapshot).
-constexpr int64_t kTurnWindowUs = kPgDayUs / 24;
+constexpr int64_t kTurnWindowUs = kPgDayUs;
 
 constexpr int64_t kMinTime = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMaxTime = std::numeric_limits<int64_t>::max();
