@@ -170,7 +170,7 @@ WITH input AS (
       c_expected_drop, verdict, primary_reason, break_id,
       expected_reuse_tokens, missed_tokens, ord)),
 existing AS (
-  SELECT i.*, (
+  SELECT i.ord, (
     SELECT t.request_time_us FROM turns AS t
     WHERE )sql" CACHEWATCH_PG_KEY_IS("t.", "i.agent", "i.session_id", "i.lane",
                                      "i.request_id") R"sql(
@@ -213,10 +213,10 @@ updated AS (
                                 CACHEWATCH_PG_SET(CACHEWATCH_PG_C,
                                                   missed_tokens,
                                                   "i.missed_tokens") R"sql(
-  FROM existing AS i
-  WHERE i.found_us IS NOT NULL AND t.agent = i.agent
+  FROM input AS i JOIN existing AS e ON e.ord = i.ord
+  WHERE e.found_us IS NOT NULL AND t.agent = i.agent
     AND t.session_id = i.session_id AND t.lane = i.lane
-    AND t.request_id = i.request_id AND t.request_time_us = i.found_us
+    AND t.request_id = i.request_id AND t.request_time_us = e.found_us
     AND ()sql" CACHEWATCH_PG_S " OR " CACHEWATCH_PG_U " OR " CACHEWATCH_PG_C
                                                    R"sql()
   RETURNING 1)
@@ -234,8 +234,8 @@ SELECT i.agent, i.session_id, i.lane, i.request_id,
   i.raw_usage_json, i.provider_miss_reason, i.provider_missed_tokens,
   i.verdict, i.primary_reason, i.break_id, i.expected_reuse_tokens,
   i.missed_tokens, $45::bigint
-FROM existing AS i
-WHERE i.found_us IS NULL
+FROM input AS i JOIN existing AS e ON e.ord = i.ord
+WHERE e.found_us IS NULL
 ON CONFLICT (agent, session_id, lane, request_id, request_time_us)
   DO NOTHING)sql";
 
