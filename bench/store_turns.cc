@@ -7,6 +7,9 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
+
+#include "daemon/store/columns.h"
 
 namespace cachewatch::bench {
 
@@ -21,8 +24,9 @@ std::vector<StoreTurn> MakeStoreTurns(int writer, int turns) {
     const LaneId lane{"bench-agent", "session-" + std::to_string(writer) + "-" +
                                          std::to_string(i / kTurnsPerLane)};
     const int64_t turn = i % kTurnsPerLane;
-    result.push_back({lane,
-                      std::make_shared<v1::Snapshot>(MakeSnapshot(lane, turn)),
+    auto snapshot = std::make_shared<v1::Snapshot>(MakeSnapshot(lane, turn));
+    std::string list_hash = ToolListHash(snapshot->tools());
+    result.push_back({lane, std::move(snapshot), std::move(list_hash),
                       MakeUsage(lane, turn)});
   }
   return result;
@@ -35,7 +39,7 @@ std::vector<StoreWrite> WritesOf(const StoreTurn& turn) {
   classification.set_verdict(v1::VERDICT_OK);
   classification.set_expected_reuse_tokens(normalized.cache_read_tokens());
   std::vector<StoreWrite> writes;
-  writes.emplace_back(SnapshotWrite{key, turn.snapshot});
+  writes.emplace_back(SnapshotWrite{key, turn.snapshot, turn.tool_list_hash});
   writes.emplace_back(UsageWrite{key, turn.usage, normalized});
   writes.emplace_back(
       ClassificationWrite{key, turn.usage.request_id(), classification});

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "bench/records.h"
@@ -24,6 +25,10 @@ namespace cachewatch::bench {
 struct StoreTurn {
   LaneId lane;
   std::shared_ptr<const v1::Snapshot> snapshot;
+  // ToolListHash of the snapshot's tools, computed when the turn is made, as
+  // the daemon's pipeline computes it when it receives the snapshot (before
+  // the store: SnapshotWrite).
+  std::string tool_list_hash;
   v1::Usage usage;
 };
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "daemon/store/columns.h"
 #include "daemon/store/stale_lanes.h"
 #include "daemon/util/log.h"
 #include "daemon/util/status_macros.h"
@@ -209,7 +210,11 @@ ProcessedRecord IngestPipeline::ProcessSnapshot(
   // a retry after a failed commit is made durable this time.
   record.duplicate =
       answered.has_value() || result.outcome == RecordOutcome::kDuplicate;
-  record.writes.push_back(SnapshotWrite{key, std::move(shared)});
+  // The list's hash here, on the receiving thread, not on the store's
+  // single commit thread (SnapshotWrite).
+  std::string list_hash = ToolListHash(snapshot.tools());
+  record.writes.push_back(
+      SnapshotWrite{key, std::move(shared), std::move(list_hash)});
   std::move(result.classified.begin(), result.classified.end(),
             std::back_inserter(released));
   AddClassifications(released, record.writes);

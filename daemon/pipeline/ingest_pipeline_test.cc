@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "daemon/core/test_turns.h"
@@ -24,6 +25,7 @@
 #include "daemon/exporter/prometheus/turn_metrics.h"
 #include "daemon/exporter/turn_exporter.h"
 #include "daemon/exporter/watch/break_hub.h"
+#include "daemon/store/columns.h"
 #include "daemon/store/sqlite/sqlite_store.h"
 #include "daemon/telemetry/test_scrape.h"
 #include "daemon/util/temp_dir.h"
@@ -194,6 +196,19 @@ TEST_F(PipelineSeamsTest, ExportsOnlyAfterTheCommit) {
   EXPECT_EQ(store_.write_calls, 1);
   // The snapshot, the usage and the classification, in one write.
   EXPECT_EQ(store_.written.size(), 3u);
+}
+
+TEST_F(PipelineSeamsTest, ASnapshotWriteCarriesItsToolListsStoreHash) {
+  Start(nullptr);
+  const v1::Snapshot snapshot = BaseSnapshot("r1", 10);
+  ASSERT_GT(snapshot.tools_size(), 0);
+  ProcessedRecord record = pipeline_->ProcessSnapshot(snapshot);
+  ASSERT_TRUE(record.status.ok()) << record.status;
+  ASSERT_FALSE(record.writes.empty());
+  const auto* write = std::get_if<SnapshotWrite>(&record.writes[0]);
+  ASSERT_NE(write, nullptr);
+  // The stores store the carried hash as it is (record.h).
+  EXPECT_EQ(write->tool_list_hash, ToolListHash(snapshot.tools()));
 }
 
 TEST_F(PipelineSeamsTest, AFailedCommitAnswersItsStatusAndExportsNothing) {

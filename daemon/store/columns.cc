@@ -145,6 +145,11 @@ std::string ToolListHash(
   return Hex64(XXH3_64bits_digest(&state));
 }
 
+std::string ToolListHashOf(const SnapshotWrite& write) {
+  return write.tool_list_hash.empty() ? ToolListHash(write.snapshot->tools())
+                                      : write.tool_list_hash;
+}
+
 std::string SectionsJson(
     const google::protobuf::RepeatedPtrField<v1::SystemSection>& sections) {
   if (sections.empty()) return {};

@@ -28,6 +28,7 @@
 #include "cachewatch/v1/break.pb.h"
 #include "cachewatch/v1/snapshot.pb.h"
 #include "daemon/core/turn.h"
+#include "daemon/store/record.h"
 #include "daemon/util/enum_name.h"
 
 namespace cachewatch {
@@ -46,6 +47,9 @@ std::optional<uint64_t> ParseHex64(std::string_view text);
 // schema hash (8 bytes little-endian).
 std::string ToolListHash(
     const google::protobuf::RepeatedPtrField<v1::ToolRef>& tools);
+// The hash of a snapshot write's list: the one it carries, else
+// ToolListHash of its snapshot's tools.
+std::string ToolListHashOf(const SnapshotWrite& write);
 
 // The column text of an enum value (see the header comment) is
 // EnumText(value) of daemon/util/enum_name.h; NULL for the unspecified value.

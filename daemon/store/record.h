@@ -25,6 +25,11 @@ namespace cachewatch {
 struct SnapshotWrite {
   LaneKey key;
   std::shared_ptr<const v1::Snapshot> snapshot;
+  // ToolListHash(snapshot->tools()) (columns.h) when the producer computed
+  // it (the daemon's pipeline does, on the thread that received the record:
+  // not on the store's commit thread); empty: the store computes it. A store
+  // stores a non-empty one as it is, so it must be that hash.
+  std::string tool_list_hash = {};
 };
 
 // A turn's usage as received and as normalized. Written once, like a

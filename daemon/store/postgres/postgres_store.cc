@@ -249,7 +249,7 @@ class BatchBuilder {
 
   void Add(const SnapshotWrite& write) {
     const v1::Snapshot& snapshot = *write.snapshot;
-    std::string list_hash = ToolListHash(snapshot.tools());
+    std::string list_hash = ToolListHashOf(write);
     if (tool_lists_.insert(list_hash).second) {
       std::vector<std::string> names, hashes;
       for (const v1::ToolRef& tool : snapshot.tools()) {

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/store/columns.h"
 #include "daemon/store/postgres/postgres_store.h"
 #include "daemon/store/sqlite/store_test_util.h"
 #include "tests/support/postgres_process.h"
@@ -265,6 +266,35 @@ TYPED_TEST(StoreConformanceTest, IdenticalToolListsAreStoredOnce) {
   EXPECT_EQ(this->Count("tool_lists"), 2);
   EXPECT_EQ(this->Count("tool_list_entries"), 6);
   EXPECT_EQ(this->Query("SELECT count(DISTINCT tool_list_hash) FROM turns"), 2);
+}
+
+TYPED_TEST(StoreConformanceTest, AToolListIsStoredUnderToolListHash) {
+  auto store = this->Open();
+  const LaneKey key = Key();
+  // One snapshot with its list's hash carried (as the pipeline sends it),
+  // one without (the store computes it): both rows, and the one list, under
+  // ToolListHash of the tools.
+  const v1::Snapshot carried = FullSnapshot(key, "r0", kT0);
+  const v1::Snapshot computed = FullSnapshot(key, "r1", kT0 + kSecond);
+  const std::string hash = ToolListHash(carried.tools());
+  ASSERT_EQ(hash, ToolListHash(computed.tools()));
+  ASSERT_TRUE(
+      store
+          ->Write(
+              {SnapshotWrite{key, std::make_shared<const v1::Snapshot>(carried),
+                             hash},
+               SnapshotWrite{
+                   key, std::make_shared<const v1::Snapshot>(computed), ""}})
+          .ok());
+  EXPECT_EQ(
+      this->Query(absl::StrCat(
+          "SELECT count(*) FROM turns WHERE tool_list_hash = '", hash, "'")),
+      2);
+  EXPECT_EQ(
+      this->Query(absl::StrCat(
+          "SELECT count(*) FROM tool_lists WHERE list_hash = '", hash, "'")),
+      1);
+  EXPECT_EQ(this->Count("tool_lists"), 1);
 }
 
 TYPED_TEST(StoreConformanceTest, ListBreaksFiltersCombineWithAnd) {

@@ -224,7 +224,7 @@ absl::Status WriteConnection::ApplyInTransaction(
     for (const StoreWrite& write : *unit) {
       std::string list_hash;
       if (const auto* snapshot = std::get_if<SnapshotWrite>(&write)) {
-        list_hash = ToolListHash(snapshot->snapshot->tools());
+        list_hash = ToolListHashOf(*snapshot);
         CACHEWATCH_RETURN_IF_ERROR(
             InternToolList(list_hash, *snapshot->snapshot));
       }
