@@ -115,6 +115,20 @@ FROM inserted,
 // request time, else the usage's response time, else the break's, else the
 // daemon's clock). One row version per turn: a turn whose three records
 // arrive in one batch is written once, not inserted and updated twice.
+//
+// The insert is a plain INSERT, without an ON CONFLICT arbiter (whose
+// speculative insertion, a probe of turns_key and a speculative token per
+// row, every new turn would pay): no insert can conflict. A conflict needs
+// a row of the turn's key at new_time_us visible to the insert or being
+// inserted by another transaction. new_time_us lies in [from_us, until_us)
+// (a snapshot's or usage's own window contains its time; a classification
+// alone is looked up whatever its time), so the lookup, in the statement's
+// snapshot, sees any such row committed; a concurrent writer of the turn
+// holds its lane's advisory lock (every writer of turns takes it first, in
+// this daemon and any other) until its COMMIT, so it committed before this
+// statement's snapshot was taken; and the merger gives one input row per
+// turn. Should one happen anyway, turns_key still enforces the key: the
+// unique violation (23505) fails the batch, which is reported, not acked.
 #define CACHEWATCH_PG_S "(i.has_snapshot AND t.snapshot_received = 0)"
 #define CACHEWATCH_PG_U "(i.has_usage AND t.usage_received = 0)"
 #define CACHEWATCH_PG_C                              \
@@ -235,9 +249,7 @@ SELECT i.agent, i.session_id, i.lane, i.request_id,
   i.verdict, i.primary_reason, i.break_id, i.expected_reuse_tokens,
   i.missed_tokens, $45::bigint
 FROM input AS i JOIN existing AS e ON e.ord = i.ord
-WHERE e.found_us IS NULL
-ON CONFLICT (agent, session_id, lane, request_id, request_time_us)
-  DO NOTHING)sql";
+WHERE e.found_us IS NULL)sql";
 
 #undef CACHEWATCH_PG_S
 #undef CACHEWATCH_PG_U
