@@ -49,6 +49,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -170,6 +171,11 @@ class PostgresStore final : public RecordStore, public BreakQueries {
   void NoteSeen(int64_t lane, int64_t write_seq);
   // What the claim of `lane` checks against: nullopt when unchecked.
   std::optional<int64_t> SeenFor(int64_t lane);
+  // Whether a commit of this store stored tool list `hash` (the server may
+  // have lost it since: a turn's foreign key tells, and the commit forgets).
+  bool ToolListStored(const std::string& hash);
+  void NoteToolListsStored(const std::vector<std::string>& hashes);
+  void ForgetStoredToolLists();
   // Creates the partitions of `days` not known to exist.
   absl::Status EnsurePartitions(PgConnection& connection,
                                 const std::vector<int64_t>& days);
@@ -199,6 +205,10 @@ class PostgresStore final : public RecordStore, public BreakQueries {
 
   std::mutex partitions_mu_;
   std::set<int64_t> known_days_;  // Guarded by partitions_mu_.
+
+  // Tool lists this store's commits stored, not inserted again.
+  std::mutex tool_lists_mu_;
+  std::unordered_set<std::string> stored_tool_lists_;  // By tool_lists_mu_.
 
   // After everything its commits use.
   GroupCommitQueue queue_;
