@@ -11,9 +11,13 @@
 // A batch is sent as one pipeline (one round trip) of prepared statements:
 // BEGIN, the advisory locks of the batch's lanes (pg_advisory_xact_lock, in
 // a fixed order, so two daemons writing the same lane serialize instead of
-// interleaving), the lane claims, new tool lists, one statement for all the
-// batch's turns (pg_write_statements.h), one per break, COMMIT. Before it, the
-// day partitions its records need are created when missing.
+// interleaving), the lane claims, the tool lists this store has not stored
+// before, one statement for all the batch's turns (pg_write_statements.h),
+// one per break, COMMIT. Before it, the day partitions its records need are
+// created when missing. A list another daemon's retention deleted since this
+// store stored it fails the turns' foreign key: the batch is tried again with
+// its lists (as a partition dropped meanwhile fails the turns' insert, and
+// the batch is tried again with its partitions).
 //
 // A lane's state across daemons (docs/FLEET.md): every commit claims its
 // lanes in lane_writers (writer id, a global sequence number) under their
