@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 #include <random>
@@ -77,6 +78,8 @@ namespace {
 
 // Lanes whose last read write_seq a store remembers at most.
 constexpr size_t kMaxSeenLanes = size_t{1} << 22;
+// Tool lists a store remembers as stored at most.
+constexpr size_t kMaxStoredToolLists = size_t{1} << 16;
 // Commit attempts of a batch whose claims found stale lanes or that hit a
 // deadlock.
 constexpr int kMaxClaimAttempts = 4;
@@ -238,10 +241,14 @@ class ArrayColumns {
 
 // The statements of one commit: the turn rows in one set-based statement
 // (their records merged per turn), tool lists and breaks one statement each.
-// The records added must outlive Finish().
+// A tool list `stored(hash)` says the server has is not inserted again (the
+// turns' foreign key checks that it still is). The records added must
+// outlive Finish().
 class BatchBuilder {
  public:
-  explicit BatchBuilder(int64_t now_us) : now_us_(now_us) {
+  BatchBuilder(int64_t now_us,
+               std::function<bool(const std::string& hash)> stored)
+      : now_us_(now_us), stored_(std::move(stored)) {
     steps_.push_back({"cw_begin", {}});
     steps_.push_back({"cw_lock_lanes", {}});   // Parameters set in Finish().
     steps_.push_back({"cw_claim_lanes", {}});  // Parameters set in Finish().
@@ -250,7 +257,8 @@ class BatchBuilder {
   void Add(const SnapshotWrite& write) {
     const v1::Snapshot& snapshot = *write.snapshot;
     std::string list_hash = ToolListHashOf(write);
-    if (tool_lists_.insert(list_hash).second) {
+    if (tool_lists_.insert(list_hash).second && !stored_(list_hash)) {
+      new_tool_lists_.push_back(list_hash);
       std::vector<std::string> names, hashes;
       for (const v1::ToolRef& tool : snapshot.tools()) {
         names.push_back(tool.name());
@@ -351,6 +359,11 @@ class BatchBuilder {
 
   std::vector<int64_t> days() const {
     return std::vector<int64_t>(days_.begin(), days_.end());
+  }
+
+  // The tool lists the steps insert (those not stored before).
+  const std::vector<std::string>& new_tool_lists() const {
+    return new_tool_lists_;
   }
 
  private:
@@ -547,12 +560,14 @@ class BatchBuilder {
   }
 
   const int64_t now_us_;
+  const std::function<bool(const std::string& hash)> stored_;
   std::vector<PgPipelineStep> steps_;
   // The batch's turns, each once, in the order of their first record.
   TurnMerger merger_{TurnMerger::Order::kCanonical};
   std::vector<TurnTimes> times_;        // By merged turn.
   std::vector<PgPipelineStep> breaks_;  // After the classifications.
-  std::set<std::string> tool_lists_;
+  std::set<std::string> tool_lists_;    // Every list of the batch.
+  std::vector<std::string> new_tool_lists_;
   std::map<int64_t, LaneKey> lanes_;  // By lock key: the locking order.
   std::set<int64_t> days_;
 };
@@ -705,7 +720,8 @@ absl::Status PostgresStore::EnsurePartitions(PgConnection& connection,
 absl::Status PostgresStore::CommitUnits(
     const std::vector<const std::vector<StoreWrite>*>& units, int64_t now_us,
     std::vector<LaneKey>& claimed) {
-  BatchBuilder builder(now_us);
+  BatchBuilder builder(
+      now_us, [this](const std::string& hash) { return ToolListStored(hash); });
   for (const std::vector<StoreWrite>* unit : units) {
     for (const StoreWrite& write : *unit) {
       std::visit([&](const auto& record) { builder.Add(record); }, write);
@@ -727,7 +743,27 @@ absl::Status PostgresStore::CommitUnits(
     if ((*connection)->ok()) (*connection)->Exec("ROLLBACK").IgnoreError();
     return results.status();
   }
+  NoteToolListsStored(builder.new_tool_lists());
   return absl::OkStatus();
+}
+
+bool PostgresStore::ToolListStored(const std::string& hash) {
+  std::lock_guard<std::mutex> lock(tool_lists_mu_);
+  return stored_tool_lists_.contains(hash);
+}
+
+void PostgresStore::NoteToolListsStored(
+    const std::vector<std::string>& hashes) {
+  std::lock_guard<std::mutex> lock(tool_lists_mu_);
+  if (stored_tool_lists_.size() + hashes.size() > kMaxStoredToolLists) {
+    stored_tool_lists_.clear();
+  }
+  stored_tool_lists_.insert(hashes.begin(), hashes.end());
+}
+
+void PostgresStore::ForgetStoredToolLists() {
+  std::lock_guard<std::mutex> lock(tool_lists_mu_);
+  stored_tool_lists_.clear();
 }
 
 absl::Status PostgresStore::CommitBatch(
@@ -752,15 +788,24 @@ absl::Status PostgresStore::CommitBatch(
       units.push_back(pending->writes);
     }
     std::vector<LaneKey> claimed;
-    status = CommitUnits(units, absl::ToUnixMicros(start), claimed);
-    if (SqlState(status) == "23514") {
-      // No partition for a row: another daemon's retention dropped one this
-      // store believed in. Forget what it believes and try once more.
-      {
+    // Another daemon's retention may have dropped what this store believes
+    // the server has: forget it and try again, once for each.
+    bool days_forgotten = false;
+    bool lists_forgotten = false;
+    while (true) {
+      status = CommitUnits(units, absl::ToUnixMicros(start), claimed);
+      if (SqlState(status) == "23514" && !days_forgotten) {
+        // No partition for a row.
         std::lock_guard<std::mutex> lock(partitions_mu_);
         known_days_.clear();
+        days_forgotten = true;
+      } else if (SqlState(status) == "23503" && !lists_forgotten) {
+        // A turn's tool list is gone (the batch did not insert it).
+        ForgetStoredToolLists();
+        lists_forgotten = true;
+      } else {
+        break;
       }
-      status = CommitUnits(units, absl::ToUnixMicros(start), claimed);
     }
     if (attempt == kMaxClaimAttempts) break;
     // A deadlock or serialization failure rolled the transaction back

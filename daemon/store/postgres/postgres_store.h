@@ -11,9 +11,13 @@
 // A batch is sent as one pipeline (one round trip) of prepared statements:
 // BEGIN, the advisory locks of the batch's lanes (pg_advisory_xact_lock, in
 // a fixed order, so two daemons writing the same lane serialize instead of
-// interleaving), the lane claims, new tool lists, one statement for all the
-// batch's turns (pg_write_statements.h), one per break, COMMIT. Before it, the
-// day partitions its records need are created when missing.
+// interleaving), the lane claims, the tool lists this store has not stored
+// before, one statement for all the batch's turns (pg_write_statements.h),
+// one per break, COMMIT. Before it, the day partitions its records need are
+// created when missing. A list another daemon's retention deleted since this
+// store stored it fails the turns' foreign key: the batch is tried again with
+// its lists (as a partition dropped meanwhile fails the turns' insert, and
+// the batch is tried again with its partitions).
 //
 // A lane's state across daemons (docs/FLEET.md): every commit claims its
 // lanes in lane_writers (writer id, a global sequence number) under their
@@ -49,6 +53,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -170,6 +175,11 @@ class PostgresStore final : public RecordStore, public BreakQueries {
   void NoteSeen(int64_t lane, int64_t write_seq);
   // What the claim of `lane` checks against: nullopt when unchecked.
   std::optional<int64_t> SeenFor(int64_t lane);
+  // Whether a commit of this store stored tool list `hash` (the server may
+  // have lost it since: a turn's foreign key tells, and the commit forgets).
+  bool ToolListStored(const std::string& hash);
+  void NoteToolListsStored(const std::vector<std::string>& hashes);
+  void ForgetStoredToolLists();
   // Creates the partitions of `days` not known to exist.
   absl::Status EnsurePartitions(PgConnection& connection,
                                 const std::vector<int64_t>& days);
@@ -199,6 +209,10 @@ class PostgresStore final : public RecordStore, public BreakQueries {
 
   std::mutex partitions_mu_;
   std::set<int64_t> known_days_;  // Guarded by partitions_mu_.
+
+  // Tool lists this store's commits stored, not inserted again.
+  std::mutex tool_lists_mu_;
+  std::unordered_set<std::string> stored_tool_lists_;  // By tool_lists_mu_.
 
   // After everything its commits use.
   GroupCommitQueue queue_;

@@ -220,6 +220,39 @@ TEST_F(PostgresStoreTest, RetentionRemovesTheClaimsOfLanesWithoutTurns) {
 // partitions within a day of it, with its classification too: not in every
 // partition of the retention window. Counted by the writer's index scans
 // (pg_stat_user_indexes, once the writer has flushed its statistics).
+// A store inserts a tool list once, then trusts that the server has it; when
+// another daemon's retention deleted it meanwhile (the store's turns that
+// referenced it gone), the next turn with that list still gets stored, the
+// list with it.
+TEST_F(PostgresStoreTest, AToolListDeletedByAnotherDaemonIsInsertedAgain) {
+  auto store = Open();
+  const LaneKey key = Key();
+  ASSERT_TRUE(store
+                  ->Write(TurnUnit(key, "r0", kT0,
+                                   Classified(key, "r0", v1::VERDICT_OK)))
+                  .ok());
+  ASSERT_EQ(Query("SELECT count(*) FROM tool_lists"), 1);
+  // What retention elsewhere does: the turns go, then the unreferenced list
+  // (its entries by cascade).
+  server_->Psql(database_, "DELETE FROM turns; DELETE FROM tool_lists");
+  ASSERT_EQ(Query("SELECT count(*) FROM tool_list_entries"), 0);
+
+  const absl::Status written = store->Write(TurnUnit(
+      key, "r1", kT0 + kSecond, Classified(key, "r1", v1::VERDICT_OK)));
+  ASSERT_TRUE(written.ok()) << written;
+  EXPECT_EQ(Query("SELECT count(*) FROM turns WHERE request_id = 'r1' AND "
+                  "tool_list_hash IS NOT NULL"),
+            1);
+  EXPECT_EQ(Query("SELECT count(*) FROM tool_lists"), 1);
+  EXPECT_EQ(Query("SELECT count(*) FROM tool_list_entries"), 3);
+  // And the list is trusted again from then on.
+  ASSERT_TRUE(store
+                  ->Write(TurnUnit(key, "r2", kT0 + 2 * kSecond,
+                                   Classified(key, "r2", v1::VERDICT_OK)))
+                  .ok());
+  EXPECT_EQ(Query("SELECT count(*) FROM turns"), 2);
+}
+
 TEST_F(PostgresStoreTest, ATurnWithItsSnapshotInTheBatchIsLookedUpNearItsTime) {
   auto store = Open();
   const LaneKey key = Key();
