@@ -216,10 +216,6 @@ TEST_F(PostgresStoreTest, RetentionRemovesTheClaimsOfLanesWithoutTurns) {
   EXPECT_EQ(Query("SELECT count(*) FROM lane_writers"), 2);
 }
 
-// A turn whose snapshot (or usage) is in the batch is looked up only in the
-// partitions within a day of it, with its classification too: not in every
-// partition of the retention window. Counted by the writer's index scans
-// (pg_stat_user_indexes, once the writer has flushed its statistics).
 // A store inserts a tool list once, then trusts that the server has it; when
 // another daemon's retention deleted it meanwhile (the store's turns that
 // referenced it gone), the next turn with that list still gets stored, the
@@ -253,6 +249,10 @@ TEST_F(PostgresStoreTest, AToolListDeletedByAnotherDaemonIsInsertedAgain) {
   EXPECT_EQ(Query("SELECT count(*) FROM turns"), 2);
 }
 
+// A turn whose snapshot (or usage) is in the batch is looked up only in the
+// partitions within a day of it, with its classification too: not in every
+// partition of the retention window. Counted by the writer's index scans
+// (pg_stat_user_indexes, once the writer has flushed its statistics).
 TEST_F(PostgresStoreTest, ATurnWithItsSnapshotInTheBatchIsLookedUpNearItsTime) {
   auto store = Open();
   const LaneKey key = Key();
