@@ -67,12 +67,16 @@ test('two daemons: lanes stay on one, fail over when it dies, come back when it 
       assert.deepEqual(stored(dbs[home], s), ['r0', 'r1'], `${s} on its daemon`);
       assert.deepEqual(stored(dbs[1 - home], s), [], `${s} not on the other`);
     }
-    // A lane whose home is daemon 0; daemon 0 dies.
+    // A lane whose home is daemon 0.
     const lane = sessions.find((s) => fleet.addressFor({ agent: AGENT, session_id: s }) === addresses[0])!;
     assert.ok(lane, 'some lane lives on daemon 0');
+    // Daemon 0 hangs, then dies, with r2 on its way to it: a hung daemon's
+    // connection stays open, so r2 is queued for it whatever the timing, and
+    // stays queued for it once it is gone.
+    procs[0].proc.kill('SIGSTOP');
+    fleet.reportUsage(usage(lane, 'r2'));
     procs[0].proc.kill('SIGKILL');
     await new Promise((r) => procs[0].proc.once('exit', r));
-    fleet.reportUsage(usage(lane, 'r2'));  // Finds daemon 0 gone.
     await until('daemon 0 seen failing', () => fleet.addressFor({ agent: AGENT, session_id: lane }) === addresses[1]);
     fleet.reportUsage(usage(lane, 'r3'));
     await until('r3 on daemon 1', () => stored(dbs[1], lane).includes('r3'));
