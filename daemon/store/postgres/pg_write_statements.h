@@ -101,12 +101,9 @@ FROM inserted,
 // input row per turn of the batch, its records merged (the batch's first
 // snapshot, first usage and first classification of the turn, a final
 // verdict before a pending one), passed as arrays (one per column, element i
-// of each is turn i, all of the same length) and unnested in the select
-// list: the 44 unnests run in step in one ProjectSet, a row at a time
-// (unnest(a, b, ...) in FROM would run each to its end into a tuplestore of
-// its own first), and generate_subscripts numbers the rows. has_snapshot,
-// has_usage, has_classification: which records the turn brings; the columns of
-// a missing one are NULL. Each turn is looked up among rows whose request time
+// of each is turn i) and unnested. has_snapshot, has_usage,
+// has_classification: which records the turn brings; the columns of a
+// missing one are NULL. Each turn is looked up among rows whose request time
 // lies in [from_us, until_us); a row found takes each record the way the
 // SQLite store's upserts do, in their order (snapshot, usage,
 // classification): a retried snapshot or usage changes nothing, the
@@ -163,52 +160,29 @@ inline constexpr char kPgUpsertTurnsTypes[] =
 
 inline constexpr const char* kPgUpsertTurns = R"sql(
 WITH input AS (
-  SELECT
-    unnest($1::text[]) AS agent,
-    unnest($2::text[]) AS session_id,
-    unnest($3::text[]) AS lane,
-    unnest($4::text[]) AS request_id,
-    unnest($5::bigint[]) AS from_us,
-    unnest($6::bigint[]) AS until_us,
-    unnest($7::bigint[]) AS new_time_us,
-    unnest($8::boolean[]) AS has_snapshot,
-    unnest($9::boolean[]) AS has_usage,
-    unnest($10::boolean[]) AS has_classification,
-    unnest($11::text[]) AS s_provider,
-    unnest($12::text[]) AS s_model,
-    unnest($13::bigint[]) AS s_request_time_us,
-    unnest($14::text[]) AS system_hash,
-    unnest($15::text[]) AS system_sections,
-    unnest($16::text[]) AS tool_list_hash,
-    unnest($17::bigint[]) AS tool_count,
-    unnest($18::text[]) AS options_hash,
-    unnest($19::integer[]) AS cache_enabled,
-    unnest($20::integer[]) AS cache_automatic,
-    unnest($21::bigint[]) AS cache_ttl_seconds,
-    unnest($22::text[]) AS breakpoints,
-    unnest($23::bytea[]) AS message_chain,
-    unnest($24::text[]) AS expected_drop,
-    unnest($25::text[]) AS tool_order_policy,
-    unnest($26::text[]) AS u_provider,
-    unnest($27::text[]) AS u_model,
-    unnest($28::bigint[]) AS response_time_us,
-    unnest($29::bigint[]) AS uncached_input_tokens,
-    unnest($30::bigint[]) AS cache_read_tokens,
-    unnest($31::bigint[]) AS cache_write_tokens,
-    unnest($32::bigint[]) AS cache_write_5m_tokens,
-    unnest($33::bigint[]) AS cache_write_1h_tokens,
-    unnest($34::bigint[]) AS output_tokens,
-    unnest($35::bigint[]) AS prompt_total_tokens,
-    unnest($36::text[]) AS raw_usage_json,
-    unnest($37::text[]) AS provider_miss_reason,
-    unnest($38::bigint[]) AS provider_missed_tokens,
-    unnest($39::text[]) AS c_expected_drop,
-    unnest($40::text[]) AS verdict,
-    unnest($41::text[]) AS primary_reason,
-    unnest($42::text[]) AS break_id,
-    unnest($43::bigint[]) AS expected_reuse_tokens,
-    unnest($44::bigint[]) AS missed_tokens,
-    generate_subscripts($1::text[], 1) AS ord),
+  SELECT * FROM unnest(
+    $1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+    $6::bigint[], $7::bigint[], $8::boolean[], $9::boolean[], $10::boolean[],
+    $11::text[], $12::text[], $13::bigint[], $14::text[], $15::text[],
+    $16::text[], $17::bigint[], $18::text[], $19::integer[], $20::integer[],
+    $21::bigint[], $22::text[], $23::bytea[], $24::text[], $25::text[],
+    $26::text[], $27::text[], $28::bigint[], $29::bigint[], $30::bigint[],
+    $31::bigint[], $32::bigint[], $33::bigint[], $34::bigint[], $35::bigint[],
+    $36::text[], $37::text[], $38::bigint[], $39::text[], $40::text[],
+    $41::text[], $42::text[], $43::bigint[], $44::bigint[])
+    WITH ORDINALITY AS u(
+      agent, session_id, lane, request_id, from_us, until_us, new_time_us,
+      has_snapshot, has_usage, has_classification,
+      s_provider, s_model, s_request_time_us, system_hash, system_sections,
+      tool_list_hash, tool_count, options_hash, cache_enabled,
+      cache_automatic, cache_ttl_seconds, breakpoints, message_chain,
+      expected_drop, tool_order_policy,
+      u_provider, u_model, response_time_us, uncached_input_tokens,
+      cache_read_tokens, cache_write_tokens, cache_write_5m_tokens,
+      cache_write_1h_tokens, output_tokens, prompt_total_tokens,
+      raw_usage_json, provider_miss_reason, provider_missed_tokens,
+      c_expected_drop, verdict, primary_reason, break_id,
+      expected_reuse_tokens, missed_tokens, ord)),
 existing AS (
   SELECT i.ord, (
     SELECT t.request_time_us FROM turns AS t
