@@ -31,7 +31,6 @@
 //   them (default 0: the store's own, yesterday to two days ahead).
 //   R: rounds (default 3).
 #include <libpq-fe.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>

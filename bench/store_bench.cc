@@ -43,7 +43,6 @@ constexpr double kTarget = 0.5;
 using Clock = std::chrono::steady_clock;
 
 // Rows (3 per turn) per second through SqliteStore::Write.
-// Rows (3 a turn) per second through SqliteStore::Write.
 double RunStore(const std::string& path,
                 const std::vector<std::vector<StoreTurn>>& turns) {
   StoreOptions options;
