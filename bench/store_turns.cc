@@ -72,21 +72,29 @@ std::optional<int> TurnsPerWriterFlag(int argc, char** argv,
 
 double TimeStoreWrites(RecordStore& store,
                        const std::vector<std::vector<StoreTurn>>& turns,
-                       int turns_per_write, const char* program) {
+                       int turns_per_write, const char* program,
+                       TurnSpread spread) {
   std::vector<std::vector<std::vector<StoreWrite>>> batches(turns.size());
   int64_t written = 0;
   for (size_t w = 0; w < turns.size(); ++w) {
     const size_t per_write = static_cast<size_t>(turns_per_write);
+    // kTwoWrites: the usages and classifications of the previous batch's
+    // turns, carried into the next batch.
+    std::vector<StoreWrite> carried;
     for (size_t i = 0; i < turns[w].size(); i += per_write) {
-      std::vector<StoreWrite> batch;
+      std::vector<StoreWrite> batch = std::move(carried);
+      carried.clear();
       for (size_t j = i; j < std::min(turns[w].size(), i + per_write); ++j) {
-        for (StoreWrite& write : WritesOf(turns[w][j])) {
-          batch.push_back(std::move(write));
+        std::vector<StoreWrite> writes = WritesOf(turns[w][j]);
+        for (size_t k = 0; k < writes.size(); ++k) {
+          const bool later = spread == TurnSpread::kTwoWrites && k > 0;
+          (later ? carried : batch).push_back(std::move(writes[k]));
         }
         ++written;
       }
       batches[w].push_back(std::move(batch));
     }
+    if (!carried.empty()) batches[w].push_back(std::move(carried));
   }
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();

@@ -50,13 +50,24 @@ std::optional<int> TurnsPerWriterFlag(int argc, char** argv,
                                       const char* program, int fallback,
                                       int min);
 
+// How a turn's three records are spread over a writer's Writes.
+enum class TurnSpread {
+  // All three in one Write: every turn is new to the store.
+  kOneWrite,
+  // The snapshot in one Write, the usage and classification in the
+  // writer's next (with the next turns' snapshots), as records arrive from
+  // unary clients: every turn is inserted, then found and updated.
+  kTwoWrites,
+};
+
 // Turns per second `store` writes `turns` at: a thread per writer, each
-// Write carrying `turns_per_write` of its turns (WritesOf each); the batches
-// are built before the clock starts. A failed write prints its status after
-// `program` and exits 1.
+// Write carrying the records of `turns_per_write` of its turns (WritesOf
+// each, spread as `spread` says); the batches are built before the clock
+// starts. A failed write prints its status after `program` and exits 1.
 double TimeStoreWrites(RecordStore& store,
                        const std::vector<std::vector<StoreTurn>>& turns,
-                       int turns_per_write, const char* program);
+                       int turns_per_write, const char* program,
+                       TurnSpread spread = TurnSpread::kOneWrite);
 
 }  // namespace cachewatch::bench
 
