@@ -7,7 +7,8 @@
 # Environment:
 #   FUZZ_BUILD    build directory (default build-fuzz); configured with
 #                 CC=clang CXX=clang++ -DCACHEWATCH_BUILD_FUZZERS=ON and
-#                 -DCACHEWATCH_BUILD_TESTS=OFF; only the fuzzers are built.
+#                 -DCACHEWATCH_BUILD_TESTS=OFF, as a unity build
+#                 (cmake/Unity.cmake); only the fuzzers are built.
 #   FUZZ_TARGETS  the targets to run, space-separated (default: all)
 #   JOBS          parallel build jobs, and how many targets run at once
 #                 (default: nproc)
@@ -43,7 +44,8 @@ fi
 echo "== run-fuzzers: configure and build $build"
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCACHEWATCH_BUILD_FUZZERS=ON -DCACHEWATCH_BUILD_TESTS=OFF \
-  -DCACHEWATCH_BUILD_BENCH=OFF -DCACHEWATCH_WERROR=ON >/dev/null
+  -DCACHEWATCH_BUILD_BENCH=OFF -DCACHEWATCH_WERROR=ON -DCMAKE_UNITY_BUILD=ON \
+  >/dev/null
 cmake --build "$build" -j"$jobs" --target fuzzers
 
 run_dir="$build/fuzz-run"
