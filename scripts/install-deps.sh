@@ -10,7 +10,7 @@ packages=(
   libpq-dev postgresql-15
   prometheus-cpp-dev libcurl4-openssl-dev zlib1g-dev libboost-dev libssl-dev
   nlohmann-json3-dev libsimdjson-dev libcli11-dev libyaml-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev lld
+  libgtest-dev libgmock-dev libbenchmark-dev lld ninja-build
   clang libclang-rt-14-dev
   prometheus curl openssl clang-format python3 nodejs
 )
