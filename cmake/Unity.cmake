@@ -35,6 +35,7 @@ endforeach()
 
 # The tests' targets: those that link GoogleTest, the support libraries of
 # tests/, and the fuzzers' corpus replays.
+set(_cachewatch_tests_dir "${PROJECT_SOURCE_DIR}/tests")
 function(_cachewatch_test_targets dir out)
   get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
   set(tests "")
@@ -44,8 +45,8 @@ function(_cachewatch_test_targets dir out)
       continue()
     endif()
     get_target_property(libraries ${target} LINK_LIBRARIES)
-    if(libraries MATCHES "GTest::" OR dir MATCHES "^${PROJECT_SOURCE_DIR}/tests"
-        OR target MATCHES "_replay$")
+    cmake_path(IS_PREFIX _cachewatch_tests_dir "${dir}" in_tests)
+    if(libraries MATCHES "GTest::" OR in_tests OR target MATCHES "_replay$")
       list(APPEND tests ${target})
     endif()
   endforeach()
