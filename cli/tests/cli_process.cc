@@ -1,29 +1,27 @@
 #include "cli/tests/cli_process.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
+#include "tests/support/spawn.h"
+
 namespace cachewatch::cli::testing {
 namespace {
 
+// `binary` with `args`, its output to `out_fd` and its errors to `err_fd`.
 pid_t Spawn(const std::string& binary, const std::vector<std::string>& args,
             int out_fd, int err_fd) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out_fd, STDOUT_FILENO);
-    dup2(err_fd, STDERR_FILENO);
-    std::vector<char*> argv = {const_cast<char*>(binary.c_str())};
-    for (const std::string& arg : args) {
-      argv.push_back(const_cast<char*>(arg.c_str()));
-    }
-    argv.push_back(nullptr);
-    execv(binary.c_str(), argv.data());
-    _exit(127);
-  }
-  return pid;
+  std::vector<std::string> argv = {binary};
+  argv.insert(argv.end(), args.begin(), args.end());
+  cachewatch::testing::SpawnOptions options;
+  options.stdout_fd = out_fd;
+  options.stderr_fd = err_fd;
+  return cachewatch::testing::SpawnProcess(argv, options);
 }
 
 // Appends what `fd` has to `out`; false at end of file.
@@ -42,11 +40,22 @@ ProcessResult RunProcess(const std::string& binary,
                          std::chrono::seconds timeout) {
   int out_pipe[2];
   int err_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return {};
+  if (!cachewatch::testing::MakePipe(out_pipe)) return {};
+  if (!cachewatch::testing::MakePipe(err_pipe)) {
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    return {};
+  }
   const pid_t pid = Spawn(binary, args, out_pipe[1], err_pipe[1]);
   close(out_pipe[1]);
   close(err_pipe[1]);
   ProcessResult result;
+  if (pid < 0) {
+    result.err = "cannot start " + binary + ": " + std::strerror(errno);
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    return result;
+  }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
   int open_fds = 2;
@@ -76,11 +85,13 @@ ProcessResult RunProcess(const std::string& binary,
 BackgroundProcess::BackgroundProcess(const std::string& binary,
                                      const std::vector<std::string>& args) {
   int out_pipe[2];
-  if (pipe(out_pipe) != 0) return;
-  const int null_fd = open("/dev/null", O_WRONLY);
-  pid_ = Spawn(binary, args, out_pipe[1], null_fd);
+  if (!cachewatch::testing::MakePipe(out_pipe)) return;
+  pid_ = Spawn(binary, args, out_pipe[1], cachewatch::testing::kDevNullFd);
   close(out_pipe[1]);
-  close(null_fd);
+  if (pid_ < 0) {
+    close(out_pipe[0]);
+    return;
+  }
   out_fd_ = out_pipe[0];
 }
 

@@ -10,11 +10,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "tests/support/spawn.h"
 
 #ifndef CACHEWATCHD_PATH
 #error "CACHEWATCHD_PATH must name the cachewatchd binary"
@@ -30,7 +34,7 @@ DaemonProcess::~DaemonProcess() {
 bool DaemonProcess::Start(const std::string& db_path,
                           const std::vector<std::string>& extra_flags) {
   int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) return false;
+  if (!MakePipe(pipe_fds)) return false;
   if (log_reader_.joinable()) log_reader_.join();
   {
     std::lock_guard<std::mutex> lock(logs_mutex_);
@@ -42,16 +46,14 @@ bool DaemonProcess::Start(const std::string& db_path,
       "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
       "--db-path=" + db_path};
   args.insert(args.end(), extra_flags.begin(), extra_flags.end());
-  pid_ = fork();
-  if (pid_ == 0) {
-    dup2(pipe_fds[1], STDERR_FILENO);
+  SpawnOptions options;
+  options.stderr_fd = pipe_fds[1];
+  pid_ = SpawnProcess(args, options);
+  if (pid_ < 0) {
+    ADD_FAILURE() << "cannot start " << args[0] << ": " << std::strerror(errno);
     close(pipe_fds[0]);
     close(pipe_fds[1]);
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
+    return false;
   }
   close(pipe_fds[1]);
   stderr_fd_ = pipe_fds[0];

@@ -1,6 +1,5 @@
 #include "tests/support/postgres_process.h"
 
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <stdlib.h>
@@ -13,6 +12,8 @@
 #include <fstream>
 #include <iostream>
 #include <vector>
+
+#include "tests/support/spawn.h"
 
 namespace cachewatch::testing {
 namespace {
@@ -86,26 +87,17 @@ int PostgresProcess::Run(const std::string& binary,
   command.push_back(BinDir() + "/" + binary);
   command.insert(command.end(), args.begin(), args.end());
   int pipe_fds[2] = {-1, -1};
-  if (output != nullptr && pipe(pipe_fds) != 0) return -1;
-  std::fflush(nullptr);  // Else the child would write our buffers too.
-  const pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
+  if (output != nullptr && !MakePipe(pipe_fds)) return -1;
+  SpawnOptions options;
+  options.stdout_fd = output != nullptr ? pipe_fds[1] : kDevNullFd;
+  options.working_directory = dir_;
+  const pid_t pid = SpawnProcess(command, options);
+  if (pid < 0) {
     if (output != nullptr) {
-      dup2(pipe_fds[1], STDOUT_FILENO);
       close(pipe_fds[0]);
       close(pipe_fds[1]);
-    } else {
-      const int null_fd = open("/dev/null", O_WRONLY);
-      dup2(null_fd, STDOUT_FILENO);
-      close(null_fd);
     }
-    std::vector<char*> argv;
-    for (std::string& arg : command) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    if (chdir(dir_.c_str()) != 0) _exit(126);
-    execv(argv[0], argv.data());
-    _exit(127);
+    return -1;
   }
   if (output != nullptr) {
     close(pipe_fds[1]);
