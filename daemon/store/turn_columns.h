@@ -1,8 +1,8 @@
-// The columns a turns row is inserted with, in the order both stores' merged
-// turn statements give them (daemon/store/sqlite/write_statements.h
-// kUpsertTurn, daemon/store/postgres/pg_write_statements.h kPgUpsertTurns):
-// one list, so that the two stores cannot insert different columns. A string
-// literal, for concatenation into the statements' text.
+// The columns a turns row is inserted with, in the order both stores give
+// them (daemon/store/sqlite/write_statements.h kUpsertTurn,
+// daemon/store/postgres/pg_write_statements.h kPgCopyTurns): one list, so
+// that the two stores cannot insert different columns. A string literal, for
+// concatenation into the statements' text.
 #ifndef CACHEWATCH_DAEMON_STORE_TURN_COLUMNS_H_
 #define CACHEWATCH_DAEMON_STORE_TURN_COLUMNS_H_
 

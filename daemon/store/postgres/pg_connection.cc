@@ -382,4 +382,48 @@ absl::StatusOr<std::vector<PgResult>> PgConnection::RunPipeline(
   return results;
 }
 
+absl::StatusOr<int64_t> PgConnection::CopyIn(const std::string& sql,
+                                             std::string_view data) {
+  const Clock::time_point deadline = Clock::now() + timeout_ + kPgAnswerGrace;
+  if (PQsendQuery(conn_, sql.c_str()) != 1) return Error("send failed");
+  CACHEWATCH_RETURN_IF_ERROR(Flush(deadline));
+  absl::StatusOr<PGresult*> started = NextResult(deadline);
+  if (!started.ok()) return started.status();
+  if (*started == nullptr) return Error("COPY ended early");
+  const PgResult start(*started);
+  if (PQresultStatus(*started) != PGRES_COPY_IN) {
+    // The statement failed: its results end with a null.
+    const absl::Status status = ResultError(*started, "COPY failed");
+    while (true) {
+      absl::StatusOr<PGresult*> rest = NextResult(deadline);
+      if (!rest.ok()) return rest.status();
+      if (*rest == nullptr) break;
+      PQclear(*rest);
+    }
+    return status;
+  }
+  // libpq takes the data in pieces of at most INT_MAX bytes; in
+  // non-blocking mode it may take none until its buffer is sent.
+  constexpr size_t kPiece = size_t{1} << 20;
+  for (size_t sent = 0; sent < data.size();) {
+    const size_t piece = std::min(kPiece, data.size() - sent);
+    const int put =
+        PQputCopyData(conn_, data.data() + sent, static_cast<int>(piece));
+    if (put < 0) return Error("COPY send failed");
+    if (put == 0) {
+      CACHEWATCH_RETURN_IF_ERROR(Flush(deadline));
+      continue;
+    }
+    sent += piece;
+  }
+  int ended;
+  while ((ended = PQputCopyEnd(conn_, nullptr)) == 0) {
+    CACHEWATCH_RETURN_IF_ERROR(Flush(deadline));
+  }
+  if (ended < 0) return Error("COPY send failed");
+  absl::StatusOr<PgResult> done = Finish(/*sent=*/true);
+  if (!done.ok()) return done.status();
+  return done->affected();
+}
+
 }  // namespace cachewatch

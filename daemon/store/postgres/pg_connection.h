@@ -1,7 +1,8 @@
 // A thin RAII layer over libpq: one connection (PgConnection), the result of
 // a statement (PgResult, rows read through PgRow), the parameters of a
-// statement (PgParams: text, or binary for bytea), and a pipeline of many
-// prepared statements sent in one round trip (PgConnection::RunPipeline).
+// statement (PgParams: text, or binary for bytea), a pipeline of many
+// prepared statements sent in one round trip (PgConnection::RunPipeline),
+// and COPY's input (PgConnection::CopyIn).
 //
 // Errors map to absl::Status: a connection that is down or lost, or a
 // server that is shutting down or cannot be reached, is Unavailable (the
@@ -53,6 +54,11 @@ class PgParams {
   PgParams& Null();
 
   int size() const { return static_cast<int>(values_.size()); }
+  // The values as sent (nullopt: NULL) and their formats (0 text, 1 binary).
+  const std::vector<std::optional<std::string>>& values() const {
+    return values_;
+  }
+  const std::vector<int>& formats() const { return formats_; }
 
  private:
   friend class PgConnection;
@@ -130,6 +136,11 @@ class PgConnection {
   // atomic. Returns the results of the steps, in order.
   absl::StatusOr<std::vector<PgResult>> RunPipeline(
       const std::vector<PgPipelineStep>& steps);
+
+  // Runs `sql`, a `COPY ... FROM STDIN`, sending `data` as its input (in
+  // the format `sql` names). Returns the rows copied. Not in a pipeline;
+  // inside a transaction a failure leaves it aborted, as any statement's.
+  absl::StatusOr<int64_t> CopyIn(const std::string& sql, std::string_view data);
 
  private:
   PgConnection(PGconn* conn, std::chrono::milliseconds timeout)

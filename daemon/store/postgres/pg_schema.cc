@@ -211,7 +211,7 @@ END
 $fn$;
 )sql",
       // 3: the index the writes look a turn up by, on a hash of its key
-      // (pg_write_statements.h, kPgUpsertTurns): the lookup is written so
+      // (pg_write_statements.h, kPgFindTurns): the lookup is written so
       // that no other index can serve it, and the plan PostgreSQL caches
       // for it never reads a day or a lane per turn, whatever a
       // partition's statistics. It replaces turns_by_request, which served

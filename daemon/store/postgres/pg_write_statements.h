@@ -83,6 +83,81 @@ USING (
 WHERE w.agent = idle.agent AND w.session_id = idle.session_id
   AND w.lane = idle.lane AND w.write_seq = idle.write_seq)sql";
 
+// A batch's turns are written in three steps, each turn's records merged
+// first into one row (the batch's first snapshot, first usage and first
+// classification of the turn, a final verdict before a pending one):
+// kPgFindTurns looks every turn up, kPgCopyTurns inserts those not found and
+// kPgUpdateTurns updates those found. A turn is looked up among rows whose
+// request time lies in [from_us, until_us): the union of the windows of its
+// snapshot and usage in the batch (a day either side of their times), or
+// every time for a classification alone. One row version per turn: a turn
+// whose three records arrive in one batch is written once, not inserted and
+// then updated.
+//
+// No insert can conflict. A conflict needs a row of the turn's key at its
+// new request time visible to the COPY or being inserted by another
+// transaction. That time lies in the turn's window, so kPgFindTurns would
+// have found any such row committed before its snapshot; a concurrent
+// writer of the turn holds its lane's advisory lock (kPgLockLanes: every
+// writer of turns takes it first, in this daemon and any other) until its
+// COMMIT, and this batch took the same lock before kPgFindTurns, so that
+// writer committed before the lookup's snapshot; and the merger gives one
+// row per turn. Should one happen anyway, turns_key still enforces the key:
+// the unique violation (23505) fails the batch, which is reported, not
+// acked.
+
+// The request time of the stored row of the turn in row `i` (a table alias
+// and a dot) with columns agent, session_id, lane, request_id, from_us and
+// until_us; NULL if there is none. A scalar subquery, so that the planner
+// probes turns_by_key_hash once per turn instead of joining (a join may
+// hash whole partitions).
+#define CACHEWATCH_PG_FOUND_US(i)                              \
+  "(\n    SELECT t.request_time_us FROM turns AS t\n    "      \
+  "WHERE " CACHEWATCH_PG_KEY_IS(                               \
+      "t.", i "agent", i "session_id", i "lane",               \
+      i "request_id") "\n      AND (t.request_time_us >= " i   \
+                      "from_us OR "                            \
+                      "t.request_time_us IS NULL)\n      AND " \
+                      "(t.request_time_us < " i                \
+                      "until_us OR t.request_time_us IS NULL)\n    LIMIT 1)"
+
+// The turns of a batch that have a row: the 1-based position (ord) of each
+// and its row's request time (found_us). $1..$4: text[] of the turns' keys
+// (agent, session_id, lane, request_id); $5, $6: bigint[] of their windows
+// (from_us, until_us). OFFSET 0 keeps the lookup from being pulled up into
+// the outer query, where it would run twice (filter and select list).
+inline constexpr const char* kPgFindTurns = R"sql(
+SELECT ord, found_us FROM (
+  SELECT u.ord, )sql" CACHEWATCH_PG_FOUND_US("u.") R"sql( AS found_us
+  FROM unnest(
+      $1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+      $6::bigint[])
+    WITH ORDINALITY AS u(agent, session_id, lane, request_id, from_us,
+                         until_us, ord)
+  OFFSET 0) AS f
+WHERE found_us IS NOT NULL)sql";
+
+// The element types of kPgFindTurns' arrays, a character each: t text,
+// 8 bigint, 4 integer, b boolean, y bytea (pg_binary_rows.h).
+inline constexpr char kPgFindTurnsTypes[] = "tttt88";
+
+// The turns not found, in COPY's binary format (pg_binary_rows.h), a row
+// each: inserted whole at the snapshot's request time, else the usage's
+// response time, else the break's, else the daemon's clock; provider and
+// model the snapshot's, else the usage's; expected_drop the snapshot's, else
+// the classification's. COPY inserts rows many to a page (the heap's
+// multi-insert) where an INSERT ... SELECT inserts them one at a time.
+inline constexpr const char* kPgCopyTurns =
+    "COPY turns (" CACHEWATCH_TURN_INSERT_COLUMNS
+    ") FROM STDIN (FORMAT binary)";
+
+// The types of kPgCopyTurns' columns (as kPgFindTurnsTypes).
+inline constexpr char kPgCopyTurnsTypes[] =
+    "tttttt84"      // Key, provider, model, request time, snapshot_received.
+    "ttt8t448tytt"  // The snapshot's (expected_drop: else the verdict's).
+    "848888888tt8"  // response_time_us, usage_received, the usage's.
+    "ttt888";       // The classification's, received_at_us.
+
 // A tool list and its entries, once per list hash. $3, $4: text[] of the
 // tools' names and schema hashes, in order.
 inline constexpr const char* kPgInsertToolList = R"sql(
@@ -97,38 +172,23 @@ FROM inserted,
   unnest($3::text[], $4::text[]) WITH ORDINALITY AS e(name, schema_hash,
                                                         position))sql";
 
-// The turn rows of a batch are written set-based, in one statement: one
-// input row per turn of the batch, its records merged (the batch's first
-// snapshot, first usage and first classification of the turn, a final
-// verdict before a pending one), passed as arrays (one per column, element i
-// of each is turn i) and unnested. has_snapshot, has_usage,
+// The turns kPgFindTurns found, updated set-based in one statement: one
+// input row per turn, passed as arrays (one per column, element i of each
+// is turn i) and unnested. found_us: the request time of the turn's row
+// (its key and that time are turns_key: one row). has_snapshot, has_usage,
 // has_classification: which records the turn brings; the columns of a
-// missing one are NULL. Each turn is looked up among rows whose request time
-// lies in [from_us, until_us); a row found takes each record the way the
-// SQLite store's upserts do, in their order (snapshot, usage,
-// classification): a retried snapshot or usage changes nothing, the
-// snapshot's provider, model and request time win over the usage's (the row
-// moves to the partition of the snapshot's request time), and only a turn
-// not classified yet (no verdict, or 'pending') takes a verdict: a stored
-// final verdict is never rewritten, whatever a retry or another daemon
-// brings. A turn not found is inserted whole at new_time_us (the snapshot's
-// request time, else the usage's response time, else the break's, else the
-// daemon's clock). One row version per turn: a turn whose three records
-// arrive in one batch is written once, not inserted and updated twice.
+// missing one are NULL. The row takes each record the way the SQLite
+// store's upserts do, in their order (snapshot, usage, classification): a
+// retried snapshot or usage changes nothing, the snapshot's provider, model
+// and request time win over the usage's (the row moves to the partition of
+// the snapshot's request time), and only a turn not classified yet (no
+// verdict, or 'pending') takes a verdict: a stored final verdict is never
+// rewritten, whatever a retry or another daemon brings.
 //
-// The insert is a plain INSERT, without an ON CONFLICT arbiter (whose
-// speculative insertion, a probe of turns_key and a speculative token per
-// row, every new turn would pay): no insert can conflict. A conflict needs
-// a row of the turn's key at new_time_us visible to the insert or being
-// inserted by another transaction. new_time_us lies in [from_us, until_us)
-// (a snapshot's or usage's own window contains its time; a classification
-// alone is looked up whatever its time), so the lookup, in the statement's
-// snapshot, sees any such row committed; a concurrent writer of the turn
-// holds its lane's advisory lock (every writer of turns takes it first, in
-// this daemon and any other) until its COMMIT, so it committed before this
-// statement's snapshot was taken; and the merger gives one input row per
-// turn. Should one happen anyway, turns_key still enforces the key: the
-// unique violation (23505) fails the batch, which is reported, not acked.
+// The row stays as found until COMMIT: the lane's advisory lock keeps
+// other writers of turns out. Retention deletes old rows under no lane
+// lock; a row it deletes between the lookup and the update is not updated,
+// as a row it deletes just after the COMMIT would be gone too.
 #define CACHEWATCH_PG_S "(i.has_snapshot AND t.snapshot_received = 0)"
 #define CACHEWATCH_PG_U "(i.has_usage AND t.usage_received = 0)"
 #define CACHEWATCH_PG_C                              \
@@ -150,50 +210,16 @@ FROM inserted,
           " ELSE t." #column " END, i.u_" #column ") WHEN " CACHEWATCH_PG_S \
           " THEN i.s_" #column " ELSE t." #column " END,\n"
 
-// The element types of kPgUpsertTurns' arrays $1..$44, a character each:
-// t text, 8 bigint, 4 integer, b boolean, y bytea.
-inline constexpr char kPgUpsertTurnsTypes[] =
-    "tttt888bbb"       // Key, window, new_time_us, which records.
+// The element types of kPgUpdateTurns' arrays $1..$42 (as
+// kPgFindTurnsTypes).
+inline constexpr char kPgUpdateTurnsTypes[] =
+    "tttt8bbb"         // Key, found_us, which records.
     "tt8ttt8t448tytt"  // The snapshot's.
     "tt88888888tt8"    // The usage's.
     "tttt88";          // The classification's.
 
-inline constexpr const char* kPgUpsertTurns = R"sql(
-WITH input AS (
-  SELECT * FROM unnest(
-    $1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
-    $6::bigint[], $7::bigint[], $8::boolean[], $9::boolean[], $10::boolean[],
-    $11::text[], $12::text[], $13::bigint[], $14::text[], $15::text[],
-    $16::text[], $17::bigint[], $18::text[], $19::integer[], $20::integer[],
-    $21::bigint[], $22::text[], $23::bytea[], $24::text[], $25::text[],
-    $26::text[], $27::text[], $28::bigint[], $29::bigint[], $30::bigint[],
-    $31::bigint[], $32::bigint[], $33::bigint[], $34::bigint[], $35::bigint[],
-    $36::text[], $37::text[], $38::bigint[], $39::text[], $40::text[],
-    $41::text[], $42::text[], $43::bigint[], $44::bigint[])
-    WITH ORDINALITY AS u(
-      agent, session_id, lane, request_id, from_us, until_us, new_time_us,
-      has_snapshot, has_usage, has_classification,
-      s_provider, s_model, s_request_time_us, system_hash, system_sections,
-      tool_list_hash, tool_count, options_hash, cache_enabled,
-      cache_automatic, cache_ttl_seconds, breakpoints, message_chain,
-      expected_drop, tool_order_policy,
-      u_provider, u_model, response_time_us, uncached_input_tokens,
-      cache_read_tokens, cache_write_tokens, cache_write_5m_tokens,
-      cache_write_1h_tokens, output_tokens, prompt_total_tokens,
-      raw_usage_json, provider_miss_reason, provider_missed_tokens,
-      c_expected_drop, verdict, primary_reason, break_id,
-      expected_reuse_tokens, missed_tokens, ord)),
-existing AS (
-  SELECT i.ord, (
-    SELECT t.request_time_us FROM turns AS t
-    WHERE )sql" CACHEWATCH_PG_KEY_IS("t.", "i.agent", "i.session_id", "i.lane",
-                                     "i.request_id") R"sql(
-      AND (t.request_time_us >= i.from_us OR t.request_time_us IS NULL)
-      AND (t.request_time_us < i.until_us OR t.request_time_us IS NULL)
-    LIMIT 1) AS found_us
-  FROM input AS i),
-updated AS (
-  UPDATE turns AS t SET
+inline constexpr const char* kPgUpdateTurns = R"sql(
+UPDATE turns AS t SET
 )sql" CACHEWATCH_PG_SNAPSHOT_THEN_USAGE(provider)
     CACHEWATCH_PG_SNAPSHOT_THEN_USAGE(model) CACHEWATCH_PG_SET(
         CACHEWATCH_PG_S, request_time_us,
@@ -227,29 +253,32 @@ updated AS (
                                 CACHEWATCH_PG_SET(CACHEWATCH_PG_C,
                                                   missed_tokens,
                                                   "i.missed_tokens") R"sql(
-  FROM input AS i JOIN existing AS e ON e.ord = i.ord
-  WHERE e.found_us IS NOT NULL AND t.agent = i.agent
-    AND t.session_id = i.session_id AND t.lane = i.lane
-    AND t.request_id = i.request_id AND t.request_time_us = e.found_us
-    AND ()sql" CACHEWATCH_PG_S " OR " CACHEWATCH_PG_U " OR " CACHEWATCH_PG_C
-                                                   R"sql()
-  RETURNING 1)
-INSERT INTO turns (
-  )sql" CACHEWATCH_TURN_INSERT_COLUMNS R"sql()
-SELECT i.agent, i.session_id, i.lane, i.request_id,
-  coalesce(i.s_provider, i.u_provider), coalesce(i.s_model, i.u_model),
-  i.new_time_us, i.has_snapshot::integer, i.system_hash, i.system_sections,
-  i.tool_list_hash, i.tool_count, i.options_hash, i.cache_enabled,
-  i.cache_automatic, i.cache_ttl_seconds, i.breakpoints, i.message_chain,
-  coalesce(i.expected_drop, i.c_expected_drop), i.tool_order_policy,
-  i.response_time_us, i.has_usage::integer, i.uncached_input_tokens,
-  i.cache_read_tokens, i.cache_write_tokens, i.cache_write_5m_tokens,
-  i.cache_write_1h_tokens, i.output_tokens, i.prompt_total_tokens,
-  i.raw_usage_json, i.provider_miss_reason, i.provider_missed_tokens,
-  i.verdict, i.primary_reason, i.break_id, i.expected_reuse_tokens,
-  i.missed_tokens, $45::bigint
-FROM input AS i JOIN existing AS e ON e.ord = i.ord
-WHERE e.found_us IS NULL)sql";
+FROM unnest(
+    $1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+    $6::boolean[], $7::boolean[], $8::boolean[],
+    $9::text[], $10::text[], $11::bigint[], $12::text[], $13::text[],
+    $14::text[], $15::bigint[], $16::text[], $17::integer[], $18::integer[],
+    $19::bigint[], $20::text[], $21::bytea[], $22::text[], $23::text[],
+    $24::text[], $25::text[], $26::bigint[], $27::bigint[], $28::bigint[],
+    $29::bigint[], $30::bigint[], $31::bigint[], $32::bigint[], $33::bigint[],
+    $34::text[], $35::text[], $36::bigint[], $37::text[], $38::text[],
+    $39::text[], $40::text[], $41::bigint[], $42::bigint[])
+  AS i(
+    agent, session_id, lane, request_id, found_us,
+    has_snapshot, has_usage, has_classification,
+    s_provider, s_model, s_request_time_us, system_hash, system_sections,
+    tool_list_hash, tool_count, options_hash, cache_enabled,
+    cache_automatic, cache_ttl_seconds, breakpoints, message_chain,
+    expected_drop, tool_order_policy,
+    u_provider, u_model, response_time_us, uncached_input_tokens,
+    cache_read_tokens, cache_write_tokens, cache_write_5m_tokens,
+    cache_write_1h_tokens, output_tokens, prompt_total_tokens,
+    raw_usage_json, provider_miss_reason, provider_missed_tokens,
+    c_expected_drop, verdict, primary_reason, break_id,
+    expected_reuse_tokens, missed_tokens)
+WHERE t.agent = i.agent AND t.session_id = i.session_id AND t.lane = i.lane
+  AND t.request_id = i.request_id AND t.request_time_us = i.found_us
+  AND ()sql" CACHEWATCH_PG_S " OR " CACHEWATCH_PG_U " OR " CACHEWATCH_PG_C ")";
 
 #undef CACHEWATCH_PG_S
 #undef CACHEWATCH_PG_U
@@ -281,6 +310,7 @@ WHERE EXISTS (
     AND break_id = $1::text)
 ON CONFLICT (break_id, request_time_us) DO NOTHING)sql";
 
+#undef CACHEWATCH_PG_FOUND_US
 #undef CACHEWATCH_PG_KEY_IS
 #undef CACHEWATCH_PG_SAME
 #undef CACHEWATCH_PG_KEY_HASH

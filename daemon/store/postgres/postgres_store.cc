@@ -23,6 +23,7 @@
 #include "daemon/core/provider_traits.h"
 #include "daemon/core/usage_normalizer.h"
 #include "daemon/store/columns.h"
+#include "daemon/store/postgres/pg_binary_rows.h"
 #include "daemon/store/postgres/pg_schema.h"
 #include "daemon/store/postgres/pg_write_statements.h"
 #include "daemon/store/stale_lanes.h"
@@ -136,114 +137,14 @@ void AddTime(PgParams& params, bool present,
   }
 }
 
-// The array parameters of a set-based statement (pg_write_statements.h):
-// one array per column, a row at a time, each sent in PostgreSQL's binary
-// array format (no quoting or hex on either side). `types`: one code per
-// column, as kPgUpsertTurnsTypes spells them.
-class ArrayColumns {
- public:
-  explicit ArrayColumns(std::string_view types) : columns_(types.size()) {
-    for (size_t c = 0; c < types.size(); ++c) columns_[c].type = types[c];
-  }
-
-  // Starts the next row; its values follow in column order.
-  ArrayColumns& Row() {
-    next_ = 0;
-    ++rows_;
-    return *this;
-  }
-  ArrayColumns& Text(std::string_view value) {
-    Element(value.size()).append(value);
-    return *this;
-  }
-  ArrayColumns& TextOrNull(std::string_view value) {
-    return value.empty() ? Null() : Text(value);
-  }
-  // A bigint, integer or boolean element, as its column's type has it.
-  ArrayColumns& Int(int64_t value) {
-    const char type = columns_[next_].type;
-    const int bytes = type == '8' ? 8 : type == '4' ? 4 : 1;
-    AppendBigEndian(Element(bytes), static_cast<uint64_t>(value), bytes);
-    return *this;
-  }
-  ArrayColumns& Bool(bool value) { return Int(value ? 1 : 0); }
-  ArrayColumns& BytesOrNull(std::string_view value) {
-    return value.empty() ? Null() : Text(value);
-  }
-  ArrayColumns& Null() {
-    Column& column = columns_[next_++];
-    AppendBigEndian(column.data, 0xffffffffu, 4);
-    column.has_null = true;
-    return *this;
-  }
-  ArrayColumns& Nulls(int count) {
-    for (int i = 0; i < count; ++i) Null();
-    return *this;
-  }
-
-  size_t rows() const { return rows_; }
-  // The arrays as parameters, then `scalars` appended by the caller.
-  PgParams Params() const {
-    PgParams params;
-    for (const Column& column : columns_) {
-      std::string array;
-      array.reserve(20 + column.data.size());
-      AppendBigEndian(array, 1, 4);  // Dimensions.
-      AppendBigEndian(array, column.has_null ? 1 : 0, 4);
-      AppendBigEndian(array, ElementOid(column.type), 4);
-      AppendBigEndian(array, rows_, 4);
-      AppendBigEndian(array, 1, 4);  // Lower bound.
-      array += column.data;
-      params.Binary(std::move(array));
-    }
-    return params;
-  }
-
- private:
-  struct Column {
-    char type = 't';
-    bool has_null = false;
-    std::string data;  // Per element: its length (4 bytes), its bytes.
-  };
-
-  static uint32_t ElementOid(char type) {
-    switch (type) {
-      case '8':
-        return 20;  // int8
-      case '4':
-        return 23;  // int4
-      case 'b':
-        return 16;  // bool
-      case 'y':
-        return 17;  // bytea
-      default:
-        return 25;  // text
-    }
-  }
-
-  static void AppendBigEndian(std::string& out, uint64_t value, int bytes) {
-    for (int i = bytes - 1; i >= 0; --i) {
-      out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-    }
-  }
-
-  // Starts the next element, of `size` bytes; returns its column.
-  std::string& Element(size_t size) {
-    std::string& data = columns_[next_++].data;
-    AppendBigEndian(data, size, 4);
-    return data;
-  }
-
-  std::vector<Column> columns_;
-  size_t next_ = 0;
-  size_t rows_ = 0;
-};
-
-// The statements of one commit: the turn rows in one set-based statement
-// (their records merged per turn), tool lists and breaks one statement each.
+// The statements of one commit, in two pipelines around a COPY: first the
+// lanes' locks and claims, the tool lists (a statement each) and the lookup
+// of the batch's turns (their records merged per turn: one row each); then
+// the turns not found, inserted by COPY; then the turns found, updated in
+// one set-based statement, the breaks (a statement each) and COMMIT.
 // A tool list `stored(hash)` says the server has is not inserted again (the
 // turns' foreign key checks that it still is). The records added must
-// outlive Finish().
+// outlive Rest().
 class BatchBuilder {
  public:
   BatchBuilder(int64_t now_us,
@@ -314,7 +215,8 @@ class BatchBuilder {
     turn.classification_time_us = time_us;
   }
 
-  // The steps, ending in COMMIT; days: the partitions they may write.
+  // The first pipeline's steps, from BEGIN to the turns' lookup; days():
+  // the partitions the batch may write.
   // `seen(lane)`: what the claim of the lane checks against. `claimed`: the
   // lanes in the order of their claim.
   template <typename Seen>
@@ -346,15 +248,53 @@ class BatchBuilder {
         .Text(seqs);
     const std::vector<MergedTurn>& turns = merger_.turns();
     if (!turns.empty()) {
-      ArrayColumns columns(kPgUpsertTurnsTypes);
+      PgBinaryRows lookups(kPgFindTurnsTypes, PgBinaryRows::Layout::kArrays);
       for (size_t i = 0; i < turns.size(); ++i) {
-        AddRow(columns, turns[i], times_[i]);
+        AddLookup(lookups, turns[i], times_[i]);
       }
-      steps_.push_back({"cw_turns", columns.Params().Int(now_us_)});
+      steps_.push_back({"cw_find_turns", lookups.Params()});
     }
-    for (PgPipelineStep& step : breaks_) steps_.push_back(std::move(step));
-    steps_.push_back({"cw_commit", {}});
     return std::move(steps_);
+  }
+
+  // What the commit sends after Finish()'s steps: the turns not found by
+  // COPY, then the turns found, the breaks and COMMIT in a pipeline.
+  struct TurnWrites {
+    std::string copy;  // kPgCopyTurns' data; empty: no turn to insert.
+    std::vector<PgPipelineStep> steps;
+  };
+
+  // `found`: the result of Finish()'s last step, kPgFindTurns' when the
+  // batch has turns.
+  TurnWrites Rest(const PgResult& found) {
+    const std::vector<MergedTurn>& turns = merger_.turns();
+    // By merged turn: the request time of its row, if it has one.
+    std::vector<std::optional<int64_t>> found_us(turns.size());
+    for (int r = 0; r < found.rows() && !turns.empty(); ++r) {
+      const int64_t ord = found.row(r).Int(0);
+      if (ord >= 1 && static_cast<size_t>(ord) <= turns.size()) {
+        found_us[ord - 1] = found.row(r).Int(1);
+      }
+    }
+    PgBinaryRows inserts(kPgCopyTurnsTypes, PgBinaryRows::Layout::kCopy);
+    PgBinaryRows updates(kPgUpdateTurnsTypes, PgBinaryRows::Layout::kArrays);
+    for (size_t i = 0; i < turns.size(); ++i) {
+      if (found_us[i].has_value()) {
+        AddUpdateRow(updates, turns[i], times_[i], *found_us[i]);
+      } else {
+        AddNewRow(inserts, turns[i], times_[i], now_us_);
+      }
+    }
+    TurnWrites writes;
+    if (inserts.rows() > 0) writes.copy = inserts.CopyData();
+    if (updates.rows() > 0) {
+      writes.steps.push_back({"cw_update_turns", updates.Params()});
+    }
+    for (PgPipelineStep& step : breaks_) {
+      writes.steps.push_back(std::move(step));
+    }
+    writes.steps.push_back({"cw_commit", {}});
+    return writes;
   }
 
   std::vector<int64_t> days() const {
@@ -397,77 +337,153 @@ class BatchBuilder {
     return times_[index];
   }
 
-  static void AddRow(ArrayColumns& columns, const MergedTurn& turn,
-                     const TurnTimes& times) {
+  // Starts the turn's row with its key.
+  static PgBinaryRows& AddKey(PgBinaryRows& rows, const MergedTurn& turn) {
     const LaneKey& key = *turn.key;
-    columns.Row()
+    return rows.Row()
         .Text(key.agent)
         .Text(key.session_id)
         .Text(LaneColumn(key))
-        .Text(*turn.request_id)
-        .Int(turn.snapshot != nullptr || turn.usage != nullptr ? times.from_us
-                                                               : kMinTime)
-        .Int(turn.snapshot != nullptr || turn.usage != nullptr ? times.until_us
-                                                               : kMaxTime)
-        .Int(turn.snapshot != nullptr ? times.snapshot_time_us
-             : turn.usage != nullptr  ? times.usage_time_us
-                                      : times.classification_time_us)
+        .Text(*turn.request_id);
+  }
+
+  // The row kPgFindTurns looks the turn up by.
+  static void AddLookup(PgBinaryRows& rows, const MergedTurn& turn,
+                        const TurnTimes& times) {
+    const bool has_window = turn.snapshot != nullptr || turn.usage != nullptr;
+    AddKey(rows, turn)
+        .Int(has_window ? times.from_us : kMinTime)
+        .Int(has_window ? times.until_us : kMaxTime);
+  }
+
+  // The request time a new row of the turn is inserted at.
+  static int64_t NewTime(const MergedTurn& turn, const TurnTimes& times) {
+    return turn.snapshot != nullptr ? times.snapshot_time_us
+           : turn.usage != nullptr  ? times.usage_time_us
+                                    : times.classification_time_us;
+  }
+
+  // kPgUpdateTurns' row of a turn whose row has request time `found_us`.
+  static void AddUpdateRow(PgBinaryRows& rows, const MergedTurn& turn,
+                           const TurnTimes& times, int64_t found_us) {
+    AddKey(rows, turn)
+        .Int(found_us)
         .Bool(turn.snapshot != nullptr)
         .Bool(turn.usage != nullptr)
         .Bool(turn.classification != nullptr);
-    AddSnapshot(columns, turn, times);
-    AddUsage(columns, turn.usage);
-    AddClassification(columns, turn.classification);
+    if (turn.snapshot == nullptr) {
+      rows.Nulls(15);
+    } else {
+      const v1::Snapshot& snapshot = *turn.snapshot->snapshot;
+      rows.TextOrNull(ProviderText(snapshot.provider()))
+          .TextOrNull(snapshot.model())
+          .Int(times.snapshot_time_us);
+      AddSnapshotColumns(rows, snapshot, times.list_hash,
+                         EnumOrEmpty(snapshot.expected_drop()));
+    }
+    if (turn.usage == nullptr) {
+      rows.Nulls(13);
+    } else {
+      const v1::Usage& usage = turn.usage->usage;
+      rows.TextOrNull(ProviderText(usage.provider())).TextOrNull(usage.model());
+      AddResponseTime(rows, usage);
+      AddUsageColumns(rows, *turn.usage);
+    }
+    if (turn.classification == nullptr) {
+      rows.Null();
+    } else {
+      rows.TextOrNull(
+          EnumOrEmpty(turn.classification->classification.expected_drop()));
+    }
+    AddVerdict(rows, turn.classification);
   }
 
-  static void AddSnapshot(ArrayColumns& columns, const MergedTurn& turn,
-                          const TurnTimes& times) {
-    if (turn.snapshot == nullptr) {
-      columns.Nulls(15);
-      return;
+  // kPgCopyTurns' row of a turn not stored yet.
+  static void AddNewRow(PgBinaryRows& rows, const MergedTurn& turn,
+                        const TurnTimes& times, int64_t now_us) {
+    const v1::Snapshot* snapshot =
+        turn.snapshot != nullptr ? turn.snapshot->snapshot.get() : nullptr;
+    const v1::Usage* usage =
+        turn.usage != nullptr ? &turn.usage->usage : nullptr;
+    // provider, model, expected_drop: the snapshot's, else the other
+    // record's.
+    std::string provider =
+        snapshot != nullptr ? ProviderText(snapshot->provider()) : "";
+    if (provider.empty() && usage != nullptr) {
+      provider = ProviderText(usage->provider());
     }
-    const v1::Snapshot& snapshot = *turn.snapshot->snapshot;
-    columns.TextOrNull(ProviderText(snapshot.provider()))
-        .TextOrNull(snapshot.model())
-        .Int(times.snapshot_time_us)
-        .Text(Hex64(snapshot.system_hash()))
+    std::string_view model;
+    if (snapshot != nullptr) model = snapshot->model();
+    if (model.empty() && usage != nullptr) model = usage->model();
+    std::string drop =
+        snapshot != nullptr ? EnumOrEmpty(snapshot->expected_drop()) : "";
+    if (drop.empty() && turn.classification != nullptr) {
+      drop = EnumOrEmpty(turn.classification->classification.expected_drop());
+    }
+    AddKey(rows, turn)
+        .TextOrNull(provider)
+        .TextOrNull(model)
+        .Int(NewTime(turn, times))
+        .Int(snapshot != nullptr ? 1 : 0);
+    if (snapshot != nullptr) {
+      AddSnapshotColumns(rows, *snapshot, times.list_hash, drop);
+    } else {
+      rows.Nulls(10).TextOrNull(drop).Null();
+    }
+    if (usage != nullptr) {
+      AddResponseTime(rows, *usage);
+      rows.Int(1);
+      AddUsageColumns(rows, *turn.usage);
+    } else {
+      rows.Null().Int(0).Nulls(10);
+    }
+    AddVerdict(rows, turn.classification);
+    rows.Int(now_us);
+  }
+
+  // The snapshot's columns from system_hash to tool_order_policy, the order
+  // of both statements; `expected_drop`: that column's value.
+  static void AddSnapshotColumns(PgBinaryRows& rows,
+                                 const v1::Snapshot& snapshot,
+                                 const std::string& list_hash,
+                                 std::string_view expected_drop) {
+    rows.Text(Hex64(snapshot.system_hash()))
         .TextOrNull(SectionsJson(snapshot.system_sections()))
-        .Text(times.list_hash)
+        .Text(list_hash)
         .Int(snapshot.tools_size());
     if (snapshot.options_hash() != 0) {
-      columns.Text(Hex64(snapshot.options_hash()));
+      rows.Text(Hex64(snapshot.options_hash()));
     } else {
-      columns.Null();
+      rows.Null();
     }
     if (snapshot.has_cache_control()) {
       const v1::CacheControl& control = snapshot.cache_control();
-      columns.Int(control.enabled() ? 1 : 0)
+      rows.Int(control.enabled() ? 1 : 0)
           .Int(control.automatic() ? 1 : 0)
           .Int(control.ttl_seconds())
           .TextOrNull(BreakpointsJson(control.breakpoints()));
     } else {
-      columns.Nulls(4);
+      rows.Nulls(4);
     }
-    columns.BytesOrNull(ChainBlob(snapshot.message_chain()))
-        .TextOrNull(EnumOrEmpty(snapshot.expected_drop()))
+    rows.BytesOrNull(ChainBlob(snapshot.message_chain()))
+        .TextOrNull(expected_drop)
         .TextOrNull(EnumOrEmpty(snapshot.tool_order_policy()));
   }
 
-  static void AddUsage(ArrayColumns& columns, const UsageWrite* write) {
-    if (write == nullptr) {
-      columns.Nulls(13);
-      return;
-    }
-    const v1::Usage& usage = write->usage;
-    const v1::NormalizedUsage& normalized = write->normalized;
-    columns.TextOrNull(ProviderText(usage.provider()))
-        .TextOrNull(usage.model());
+  static void AddResponseTime(PgBinaryRows& rows, const v1::Usage& usage) {
     if (usage.has_response_time()) {
-      columns.Int(TimeUtil::TimestampToMicroseconds(usage.response_time()));
+      rows.Int(TimeUtil::TimestampToMicroseconds(usage.response_time()));
     } else {
-      columns.Null();
+      rows.Null();
     }
-    columns.Int(normalized.uncached_input_tokens())
+  }
+
+  // The usage's columns from uncached_input_tokens to
+  // provider_missed_tokens.
+  static void AddUsageColumns(PgBinaryRows& rows, const UsageWrite& write) {
+    const v1::Usage& usage = write.usage;
+    const v1::NormalizedUsage& normalized = write.normalized;
+    rows.Int(normalized.uncached_input_tokens())
         .Int(normalized.cache_read_tokens())
         .Int(normalized.cache_write_tokens())
         .Int(normalized.cache_write_5m_tokens())
@@ -476,29 +492,29 @@ class BatchBuilder {
         .Int(PromptTotalTokens(normalized))
         .TextOrNull(usage.raw_usage_json());
     if (usage.has_provider_diagnostics()) {
-      columns.Text(usage.provider_diagnostics().cache_miss_reason())
+      rows.Text(usage.provider_diagnostics().cache_miss_reason())
           .Int(usage.provider_diagnostics().cache_missed_input_tokens());
     } else {
-      columns.Nulls(2);
+      rows.Nulls(2);
     }
   }
 
-  static void AddClassification(ArrayColumns& columns,
-                                const ClassificationWrite* write) {
+  // The classification's columns from verdict to missed_tokens (NULL
+  // without one).
+  static void AddVerdict(PgBinaryRows& rows, const ClassificationWrite* write) {
     if (write == nullptr) {
-      columns.Nulls(6);
+      rows.Nulls(5);
       return;
     }
     const v1::TurnClassification& classification = write->classification;
-    columns.TextOrNull(EnumOrEmpty(classification.expected_drop()))
-        .TextOrNull(EnumOrEmpty(classification.verdict()));
+    rows.TextOrNull(EnumOrEmpty(classification.verdict()));
     if (classification.verdict() == v1::VERDICT_BREAK) {
       const v1::PromptCacheBreak& event = classification.cache_break();
-      columns.Text(ReasonName(event.primary_reason())).Text(event.break_id());
+      rows.Text(ReasonName(event.primary_reason())).Text(event.break_id());
     } else {
-      columns.Nulls(2);
+      rows.Nulls(2);
     }
-    columns.Int(classification.expected_reuse_tokens())
+    rows.Int(classification.expected_reuse_tokens())
         .Int(classification.missed_tokens());
   }
 
@@ -579,7 +595,8 @@ absl::Status PrepareWriteStatements(PgConnection& connection) {
       {"cw_lock_lanes", kPgLockLanes},
       {"cw_claim_lanes", kPgClaimLanes},
       {"cw_tool_list", kPgInsertToolList},
-      {"cw_turns", kPgUpsertTurns},
+      {"cw_find_turns", kPgFindTurns},
+      {"cw_update_turns", kPgUpdateTurns},
       {"cw_break", kPgInsertBreak},
   };
   for (const auto& [name, sql] : statements) {
@@ -735,14 +752,22 @@ absl::Status PostgresStore::CommitUnits(
   if (!connection.ok()) return connection.status();
   CACHEWATCH_RETURN_IF_ERROR(PrepareWriteStatements(**connection));
   CACHEWATCH_RETURN_IF_ERROR(EnsurePartitions(**connection, days));
-  absl::StatusOr<std::vector<PgResult>> results =
-      (*connection)->RunPipeline(steps);
-  if (!results.ok()) {
-    // The pipeline's implicit transaction was rolled back by the error; a
-    // BEGIN that succeeded left the session in a failed transaction.
-    if ((*connection)->ok()) (*connection)->Exec("ROLLBACK").IgnoreError();
-    return results.status();
+  PgConnection& writer = **connection;
+  // A failed step leaves the transaction its BEGIN opened aborted (or the
+  // pipeline's implicit one rolled back): the session needs a ROLLBACK.
+  const auto failed = [&writer](absl::Status status) {
+    if (writer.ok()) writer.Exec("ROLLBACK").IgnoreError();
+    return status;
+  };
+  absl::StatusOr<std::vector<PgResult>> results = writer.RunPipeline(steps);
+  if (!results.ok()) return failed(results.status());
+  BatchBuilder::TurnWrites rest = builder.Rest(results->back());
+  if (!rest.copy.empty()) {
+    absl::StatusOr<int64_t> copied = writer.CopyIn(kPgCopyTurns, rest.copy);
+    if (!copied.ok()) return failed(copied.status());
   }
+  results = writer.RunPipeline(rest.steps);
+  if (!results.ok()) return failed(results.status());
   NoteToolListsStored(builder.new_tool_lists());
   return absl::OkStatus();
 }
