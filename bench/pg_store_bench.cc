@@ -51,6 +51,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/store_turns.h"
 #include "daemon/store/columns.h"
+#include "daemon/store/postgres/pg_binary_rows.h"
 #include "daemon/store/postgres/pg_connection.h"
 #include "daemon/store/postgres/pg_schema.h"
 #include "daemon/store/postgres/pg_write_statements.h"
@@ -92,61 +93,61 @@ double RunStore(const std::string& url,
                          spread);
 }
 
-// `text` as a COPY text-format field (no NULL).
-std::string CopyField(std::string_view text) {
-  std::string field;
-  for (char c : text) {
-    if (c == '\\' || c == '\t' || c == '\n') field += '\\';
-    field += c;
-  }
-  return field;
-}
+// The types of kCopyColumns, as PgBinaryRows takes them.
+constexpr char kCopyTypes[] =
+    "tttttt88"      // Key, provider, model, request and response times.
+    "44tt8t448ytt"  // snapshot_received .. tool_list_hash.
+    "t8888888t"     // breakpoints, the usage's tokens, raw_usage_json.
+    "t888";         // verdict, expected_reuse_tokens, missed_tokens,
+                    // received_at_us.
 
-// One turns row in COPY text format (columns as in kCopyColumns): the
-// columns the store writes for the turn, the tool list's hash and the
-// breakpoints' JSON as the store makes them (columns.h); received_at_us is
-// the request time here, the commit's clock in the store.
-std::string CopyRow(const StoreTurn& turn) {
+// Appends one turns row (columns as in kCopyColumns): the columns the store
+// writes for the turn, the tool list's hash, the system sections', the
+// breakpoints' JSON and the message chain as the store makes them
+// (columns.h); received_at_us is the request time here, the commit's clock
+// in the store.
+void AddCopyRow(PgBinaryRows& rows, const StoreTurn& turn) {
   const v1::Snapshot& snapshot = *turn.snapshot;
   const v1::NormalizedUsage& usage = turn.usage.normalized();
   const int64_t request_us = snapshot.request_time().seconds() * 1'000'000 +
                              snapshot.request_time().nanos() / 1000;
   const int64_t response_us = turn.usage.response_time().seconds() * 1'000'000 +
                               turn.usage.response_time().nanos() / 1000;
-  std::string chain = "\\\\x";
-  for (uint64_t block : snapshot.message_chain()) {
-    for (int i = 0; i < 8; ++i) {
-      char byte[3];
-      std::snprintf(byte, sizeof(byte), "%02x",
-                    static_cast<unsigned>((block >> (8 * i)) & 0xff));
-      chain += byte;
-    }
-  }
-  const std::string breakpoints =
-      BreakpointsJson(snapshot.cache_control().breakpoints());
-  std::string sections = "[";
-  for (const v1::SystemSection& section : snapshot.system_sections()) {
-    absl::StrAppend(&sections, sections.size() > 1 ? "," : "", "{\"name\":\"",
-                    section.name(), "\",\"hash\":\"", Hex64(section.hash()),
-                    "\"}");
-  }
-  sections += "]";
-  return absl::StrCat(
-      turn.lane.agent, "\t", turn.lane.session_id, "\tmain\t",
-      snapshot.request_id(), "\tanthropic\t", snapshot.model(), "\t",
-      request_us, "\t", response_us, "\t1\t1\t", Hex64(snapshot.system_hash()),
-      "\t", sections, "\t", snapshot.tools_size(), "\t",
-      Hex64(snapshot.options_hash()), "\t1\t0\t",
-      snapshot.cache_control().ttl_seconds(), "\t", chain, "\tlexicographic\t",
-      ToolListHash(snapshot.tools()), "\t",
-      breakpoints.empty() ? "\\N" : CopyField(breakpoints), "\t",
-      usage.uncached_input_tokens(), "\t", usage.cache_read_tokens(), "\t",
-      usage.cache_write_tokens(), "\t", usage.cache_write_5m_tokens(), "\t",
-      usage.cache_write_1h_tokens(), "\t", usage.output_tokens(), "\t",
-      usage.uncached_input_tokens() + usage.cache_read_tokens() +
-          usage.cache_write_tokens(),
-      "\t", CopyField(turn.usage.raw_usage_json()), "\tok\t",
-      usage.cache_read_tokens(), "\t0\t", request_us, "\n");
+  rows.Row()
+      .Text(turn.lane.agent)
+      .Text(turn.lane.session_id)
+      .Text("main")
+      .Text(snapshot.request_id())
+      .Text("anthropic")
+      .Text(snapshot.model())
+      .Int(request_us)
+      .Int(response_us)
+      .Int(1)
+      .Int(1)
+      .Text(Hex64(snapshot.system_hash()))
+      .TextOrNull(SectionsJson(snapshot.system_sections()))
+      .Int(snapshot.tools_size())
+      .Text(Hex64(snapshot.options_hash()))
+      .Int(1)
+      .Int(0)
+      .Int(snapshot.cache_control().ttl_seconds())
+      .BytesOrNull(ChainBlob(snapshot.message_chain()))
+      .Text("lexicographic")
+      .Text(ToolListHash(snapshot.tools()))
+      .TextOrNull(BreakpointsJson(snapshot.cache_control().breakpoints()))
+      .Int(usage.uncached_input_tokens())
+      .Int(usage.cache_read_tokens())
+      .Int(usage.cache_write_tokens())
+      .Int(usage.cache_write_5m_tokens())
+      .Int(usage.cache_write_1h_tokens())
+      .Int(usage.output_tokens())
+      .Int(usage.uncached_input_tokens() + usage.cache_read_tokens() +
+           usage.cache_write_tokens())
+      .Text(turn.usage.raw_usage_json())
+      .Text("ok")
+      .Int(usage.cache_read_tokens())
+      .Int(0)
+      .Int(request_us);
 }
 
 constexpr const char* kCopyColumns =
@@ -207,25 +208,29 @@ double RunRaw(const std::string& url,
   OpenStore(url);  // The same schema and partitions.
   InsertToolLists(url, turns);
   std::vector<std::string> chunks;
-  std::string chunk;
+  std::optional<PgBinaryRows> chunk;
   int64_t rows = 0;
   for (const std::vector<StoreTurn>& writer : turns) {
     for (const StoreTurn& turn : writer) {
-      chunk += CopyRow(turn);
+      if (!chunk.has_value()) {
+        chunk.emplace(kCopyTypes, PgBinaryRows::Layout::kCopy);
+      }
+      AddCopyRow(*chunk, turn);
       if (++rows % kRowsPerCopy == 0) {
-        chunks.push_back(std::move(chunk));
-        chunk.clear();
+        chunks.push_back(chunk->CopyData());
+        chunk.reset();
       }
     }
   }
-  if (!chunk.empty()) chunks.push_back(chunk);
+  if (chunk.has_value()) chunks.push_back(chunk->CopyData());
   PGconn* conn = PQconnectdb(url.c_str());
   if (PQstatus(conn) != CONNECTION_OK) Die(PQerrorMessage(conn));
   Exec(conn, "SET synchronous_commit = on");
   const Clock::time_point start = Clock::now();
   for (const std::string& data : chunks) {
     Exec(conn, "BEGIN");
-    Exec(conn, absl::StrCat("COPY turns (", kCopyColumns, ") FROM STDIN"));
+    Exec(conn, absl::StrCat("COPY turns (", kCopyColumns,
+                            ") FROM STDIN (FORMAT binary)"));
     if (PQputCopyData(conn, data.data(), static_cast<int>(data.size())) != 1 ||
         PQputCopyEnd(conn, nullptr) != 1) {
       Die(PQerrorMessage(conn));
