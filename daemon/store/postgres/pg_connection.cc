@@ -180,24 +180,18 @@ absl::StatusOr<std::unique_ptr<PgConnection>> PgConnection::Connect(
     return absl::UnavailableError(
         absl::StrCat("cannot connect to PostgreSQL: ", message));
   }
-  // statement_timeout: the server cancels a statement that runs past the
-  // timeout itself, rolling its transaction back, before the client gives
-  // up on the answer.
-  const std::string set_timeout = absl::StrCat(
-      "SET statement_timeout = ", std::max<int64_t>(1, timeout.count()));
-  PGresult* set = PQexec(conn, set_timeout.c_str());
-  if (PQresultStatus(set) != PGRES_COMMAND_OK) {
-    absl::Status status = PgResultStatus(set, "cannot set statement_timeout");
-    PQclear(set);
-    PQfinish(conn);
-    return status;
-  }
-  PQclear(set);
   if (PQsetnonblocking(conn, 1) != 0) {
     PQfinish(conn);
     return absl::InternalError("PostgreSQL: cannot set non-blocking mode");
   }
-  return std::unique_ptr<PgConnection>(new PgConnection(conn, timeout));
+  std::unique_ptr<PgConnection> connection(new PgConnection(conn, timeout));
+  // statement_timeout: the server cancels a statement that runs past the
+  // timeout itself, rolling its transaction back, before the client gives
+  // up on the answer. Sent like any statement, so that a server that
+  // accepted the connection but does not answer is given up on too.
+  CACHEWATCH_RETURN_IF_ERROR(connection->Exec(absl::StrCat(
+      "SET statement_timeout = ", std::max<int64_t>(1, timeout.count()))));
+  return connection;
 }
 
 PgConnection::~PgConnection() { PQfinish(conn_); }

@@ -103,9 +103,11 @@ struct PgPipelineStep {
 
 class PgConnection {
  public:
-  // Connects to `conninfo` (a postgres:// URL or key=value string) and sets
-  // the session's statement_timeout to `timeout` (at least 1 ms); every
-  // later round trip gives up after `timeout` + kPgAnswerGrace.
+  // Connects to `conninfo` (a postgres:// URL or key=value string; the
+  // connection attempt gives up after libpq's connect_timeout, `timeout`
+  // rounded up to whole seconds, at least 2) and sets the session's
+  // statement_timeout to `timeout` (at least 1 ms). That statement and every
+  // later round trip give up after `timeout` + kPgAnswerGrace.
   static absl::StatusOr<std::unique_ptr<PgConnection>> Connect(
       const std::string& conninfo, std::chrono::milliseconds timeout);
 

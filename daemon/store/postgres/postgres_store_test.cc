@@ -5,7 +5,11 @@
 // nothing acknowledged lost.
 #include "daemon/store/postgres/postgres_store.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -739,6 +743,53 @@ TEST(PgPoolTest, AcquireNowAttemptsTheConnectionWhileBackingOff) {
         << lease.status();
     EXPECT_TRUE(pool.backing_off());
   }
+}
+
+// A server that completes the start-up (no authentication, ready for a
+// query) and then never answers: Connect's own statement (statement_timeout)
+// is given up on after the timeout and its grace, Unavailable, not waited
+// on for ever. The loopback stand-in speaks the protocol's first messages.
+TEST(PgConnectionTest, AServerThatNeverAnswersIsGivenUpOn) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), length), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  ASSERT_EQ(
+      getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  std::atomic<bool> queried{false};
+  std::thread server([listener, &queried] {
+    const int client = accept(listener, nullptr, nullptr);
+    if (client < 0) return;
+    char buffer[4096];
+    // The start-up packet (sslmode and gssencmode are off: no request
+    // before it), then AuthenticationOk and ReadyForQuery.
+    if (read(client, buffer, sizeof(buffer)) > 0) {
+      static constexpr char kReady[] = {'R', 0,   0, 0, 8, 0, 0,  0,
+                                        0,   'Z', 0, 0, 0, 5, 'I'};
+      if (write(client, kReady, sizeof(kReady)) == sizeof(kReady)) {
+        // The query arrives; no answer ever goes back. Read until the
+        // client closes the connection.
+        while (read(client, buffer, sizeof(buffer)) > 0) queried = true;
+      }
+    }
+    close(client);
+  });
+  const std::string url =
+      absl::StrCat("postgresql://postgres@127.0.0.1:", ntohs(address.sin_port),
+                   "/none?sslmode=disable&gssencmode=disable");
+  absl::StatusOr<std::unique_ptr<PgConnection>> connection =
+      PgConnection::Connect(url, std::chrono::milliseconds(200));
+  EXPECT_TRUE(absl::IsUnavailable(connection.status())) << connection.status();
+  EXPECT_NE(connection.status().message().find("did not answer"),
+            std::string::npos)
+      << connection.status();
+  server.join();  // Connect closed the connection when it gave up.
+  close(listener);
+  EXPECT_TRUE(queried.load());
 }
 
 }  // namespace
