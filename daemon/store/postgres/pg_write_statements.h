@@ -1,12 +1,12 @@
 // The SQL that writes the PostgreSQL store's rows: the semantics of the
 // SQLite store's upserts (daemon/store/sqlite/write_statements.h) on
 // partitioned tables. PostgreSQL cannot enforce (agent, session_id, lane,
-// request_id) across partitions, so the turn statement first looks each turn
-// up (among rows whose request time lies in [from_us, until_us): the
-// partitions its records can be in), updates the row it finds and inserts
-// one only when none exists; the lanes' advisory locks, taken at the start
-// of the transaction, keep another daemon from inserting the same turn
-// meanwhile.
+// request_id) across partitions, so a batch first looks each of its turns
+// up (kPgFindTurns, among rows whose request time lies in [from_us,
+// until_us): the partitions its records can be in), then inserts those not
+// found (kPgCopyTurns) and updates those found (kPgUpdateTurns); the lanes'
+// advisory locks, taken at the start of the transaction, keep another
+// daemon from inserting the same turn meanwhile.
 //
 // A turn is looked up by turns_by_key_hash (schema version 3) and by nothing
 // else: the plans of these statements are generic (made once per connection

@@ -412,11 +412,12 @@ int WholePartitionScans(const std::vector<std::string>& plan) {
 // turns_by_time (or turns_by_lane_time) when it was made while today's
 // partition held a few hundred analyzed rows, and kept reading the whole day
 // (lane) for every turn as the partition grew. Whatever the statistics, the
-// plan of every write statement that finds a turn by its key (the lookup
-// of a batch's turns, the turn statement, the break statement) reads each
-// partition through turns_by_key_hash alone, and no scan of a partition in
-// those plans reads the whole partition, with the store's own 4 partitions
-// or a 30-day retention's 33.
+// plans of the statements that look a turn up by its key (the lookup of a
+// batch's turns, the break statement) read each partition through
+// turns_by_key_hash alone, and no scan of a partition in those plans or in
+// the update of the turns found (by their full key) reads the whole
+// partition (the update's one exception is below), with the store's own 4
+// partitions or a 30-day retention's 33.
 TEST_F(PostgresStoreTest, TurnLookupsUseTheKeyHashIndexWhateverTheStatistics) {
   struct State {
     int turns;          // Written (one lane in four) before the plan is made.
