@@ -19,6 +19,7 @@
 #include "daemon/store/sqlite/checkpointer.h"
 #include "daemon/store/sqlite/schema.h"
 #include "daemon/store/sqlite/store_test_util.h"
+#include "daemon/store/sqlite/write_statements.h"
 
 namespace cachewatch::testing {
 namespace {
@@ -507,6 +508,67 @@ TEST_F(StoreTest, MigratesAVersionOneDatabaseKeepingItsRows) {
   EXPECT_EQ(store->ListBreaks(v1::ListBreaksRequest())->breaks_size(), 1);
   WriteBrokenPair(*store, Key("after-migration"));
   EXPECT_EQ(CountRows("prompt_cache_breaks"), 2);
+}
+
+// A turn stored without a request time (a snapshot that had none, or a
+// verdict alone: PostgreSQL's partitions need one, so this is SQLite's case)
+// takes its usage's response time when the usage comes in a later commit,
+// and only the first usage's.
+TEST_F(StoreTest, ALaterUsageFillsAMissingRequestTime) {
+  std::unique_ptr<SqliteStore> store = OpenStore();
+  const LaneKey key = Key();
+  v1::Snapshot timeless = FullSnapshot(key, "r0", kT0);
+  timeless.clear_request_time();
+  ASSERT_TRUE(store
+                  ->Write({SnapshotWrite{
+                      key, std::make_shared<const v1::Snapshot>(timeless)}})
+                  .ok());
+  ASSERT_TRUE(store->Write({Classified(key, "r1", v1::VERDICT_PENDING)}).ok());
+  EXPECT_EQ(
+      QueryInt("SELECT count(*) FROM turns WHERE request_time_us IS NULL"), 2);
+  for (const char* id : {"r0", "r1"}) {
+    ASSERT_TRUE(
+        store->Write({MakeUsage(key, id, kT0 + 5 * kSecond, Usage(1, 2, 3))})
+            .ok());
+    ASSERT_TRUE(
+        store->Write({MakeUsage(key, id, kT0 + 9 * kSecond, Usage(4, 5, 6))})
+            .ok());
+  }
+  EXPECT_EQ(QueryInt("SELECT count(*) FROM turns WHERE request_time_us = " +
+                     std::to_string(kT0 + 5 * kSecond) +
+                     " AND response_time_us = request_time_us"),
+            2);
+}
+
+// How many index entries `sql` deletes when its conflict clause updates a
+// row: the OP_IdxDelete instructions of its program on the store's schema.
+int IndexDeletes(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr),
+            SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  const std::string explain = absl::StrCat("EXPLAIN ", sql);
+  EXPECT_EQ(sqlite3_prepare_v2(db, explain.c_str(), -1, &stmt, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  int deletes = 0;
+  while (stmt != nullptr && sqlite3_step(stmt) == SQLITE_ROW) {
+    const auto* opcode =
+        reinterpret_cast<const char*>(sqlite3_column_text(stmt, 1));
+    if (std::string(opcode) == "IdxDelete") ++deletes;
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return deletes;
+}
+
+// A turn's usage and verdict after its snapshot, the usual split of a turn
+// over two commits, rewrite its row and none of turns' indexes (kUpsertTurn
+// rewrites the three on its request time and tool list, even unchanged).
+TEST_F(StoreTest, AnUpsertWithoutSnapshotRewritesNoIndex) {
+  OpenStore().reset();
+  EXPECT_EQ(IndexDeletes(path_, kUpsertTurnWithoutSnapshot), 0);
+  EXPECT_EQ(IndexDeletes(path_, kUpsertTurn), 3);
 }
 
 TEST_F(StoreTest, CreatesTheFileWithMode0600InWalMode) {

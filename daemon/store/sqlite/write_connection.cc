@@ -177,6 +177,10 @@ absl::Status WriteConnection::PrepareStatements() {
   CACHEWATCH_RETURN_IF_ERROR(
       PrepareInto(db_, kInsertToolEntry, insert_tool_entry_));
   CACHEWATCH_RETURN_IF_ERROR(PrepareInto(db_, kUpsertTurn, upsert_turn_));
+  CACHEWATCH_RETURN_IF_ERROR(PrepareInto(db_, kUpsertTurnWithoutSnapshot,
+                                         upsert_turn_without_snapshot_));
+  CACHEWATCH_RETURN_IF_ERROR(
+      PrepareInto(db_, kFillTurnRequestTime, fill_turn_request_time_));
   CACHEWATCH_RETURN_IF_ERROR(
       PrepareInto(db_, kUpsertClassification, upsert_classification_));
   CACHEWATCH_RETURN_IF_ERROR(PrepareInto(db_, kInsertBreak, insert_break_));
@@ -291,7 +295,17 @@ absl::Status WriteConnection::ApplyTurn(const MergedTurn& turn,
       classification->classification.verdict() == v1::VERDICT_BREAK;
   if (turn.snapshot != nullptr || turn.usage != nullptr ||
       (classification != nullptr && !is_break)) {
-    Statement& s = upsert_turn_;
+    if (turn.snapshot == nullptr && turn.usage != nullptr &&
+        turn.usage->usage.has_response_time()) {
+      Statement& fill = fill_turn_request_time_;
+      StatementReset reset(fill);
+      BindKey(fill, *turn.key, *turn.request_id);
+      BindTime(fill, ":response_time_us", true,
+               turn.usage->usage.response_time());
+      CACHEWATCH_RETURN_IF_ERROR(fill.Run());
+    }
+    Statement& s =
+        turn.snapshot != nullptr ? upsert_turn_ : upsert_turn_without_snapshot_;
     StatementReset reset(s);
     BindKey(s, *turn.key, *turn.request_id);
     s.BindInt(":received_at_us", now_us);

@@ -1,7 +1,8 @@
 // The store's write side: the one read-write connection, its prepared
 // statements, and the SQL that applies a batch of StoreWrites (record.h) —
 // each turn's records merged (daemon/store/turn_merge.h) and written by one
-// upsert —, deletes old rows and caps the file size.
+// upsert, or two for a turn without its snapshot —, deletes old rows and caps
+// the file size.
 //
 // Not thread-safe: the SqliteStore serializes every call.
 #ifndef CACHEWATCH_DAEMON_STORE_SQLITE_WRITE_CONNECTION_H_
@@ -86,6 +87,8 @@ class WriteConnection {
   Statement insert_tool_list_;
   Statement insert_tool_entry_;
   Statement upsert_turn_;
+  Statement upsert_turn_without_snapshot_;
+  Statement fill_turn_request_time_;
   Statement upsert_classification_;
   Statement insert_break_;
   Statement delete_turns_;

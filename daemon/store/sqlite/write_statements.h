@@ -8,7 +8,9 @@
 // kUpsertSnapshot, kUpsertUsage and kUpsertClassification, which define
 // what a row holds. The store writes a batch's records of a turn merged
 // (daemon/store/turn_merge.h) with kUpsertTurn, which gives the row those
-// upserts would, applied in the order snapshot, usage, classification; a
+// upserts would, applied in the order snapshot, usage, classification (a
+// turn without a snapshot with kFillTurnRequestTime and
+// kUpsertTurnWithoutSnapshot, which give the same row and rewrite no index); a
 // break's classification still goes through kUpsertClassification (its
 // break row is added only when the turn took it). A parameter left unbound
 // is NULL.
@@ -138,24 +140,49 @@ WHERE turns.verdict IS NULL
   "\n  " #column " = CASE WHEN " test " THEN excluded." #column \
   " ELSE turns." #column " END"
 
-inline constexpr const char* kUpsertTurn = R"sql(
-INSERT INTO turns (
-  )sql" CACHEWATCH_TURN_INSERT_COLUMNS R"sql()
-VALUES (
-  :agent, :session_id, :lane, :request_id,
-  coalesce(:s_provider, :u_provider), coalesce(:s_model, :u_model),
-  coalesce(:s_request_time_us, :response_time_us),
-  :has_snapshot, :system_hash, :system_sections, :tool_list_hash,
-  :tool_count, :options_hash, :cache_enabled, :cache_automatic,
-  :cache_ttl_seconds, :breakpoints, :message_chain,
-  coalesce(:s_expected_drop, :c_expected_drop), :tool_order_policy,
-  :response_time_us, :has_usage, :uncached_input_tokens, :cache_read_tokens,
-  :cache_write_tokens, :cache_write_5m_tokens, :cache_write_1h_tokens,
-  :output_tokens, :prompt_total_tokens, :raw_usage_json,
-  :provider_miss_reason, :provider_missed_tokens, :verdict, :primary_reason,
-  :break_id, :expected_reuse_tokens, :missed_tokens, :received_at_us)
-ON CONFLICT (agent, session_id, lane, request_id) DO UPDATE SET
-  provider = coalesce(CASE WHEN )sql" CACHEWATCH_TURN_S
+// The head of kUpsertTurn and kUpsertTurnWithoutSnapshot: the insert of a
+// turn not stored yet, up to its conflict clause's SET.
+#define CACHEWATCH_UPSERT_TURN_HEAD                                          \
+  "INSERT INTO turns (\n  " CACHEWATCH_TURN_INSERT_COLUMNS                   \
+  ")\nVALUES (\n"                                                            \
+  "  :agent, :session_id, :lane, :request_id,\n"                             \
+  "  coalesce(:s_provider, :u_provider), coalesce(:s_model, :u_model),\n"    \
+  "  coalesce(:s_request_time_us, :response_time_us),\n"                     \
+  "  :has_snapshot, :system_hash, :system_sections, :tool_list_hash,\n"      \
+  "  :tool_count, :options_hash, :cache_enabled, :cache_automatic,\n"        \
+  "  :cache_ttl_seconds, :breakpoints, :message_chain,\n"                    \
+  "  coalesce(:s_expected_drop, :c_expected_drop), :tool_order_policy,\n"    \
+  "  :response_time_us, :has_usage, :uncached_input_tokens, "                \
+  ":cache_read_tokens,\n"                                                    \
+  "  :cache_write_tokens, :cache_write_5m_tokens, :cache_write_1h_tokens,\n" \
+  "  :output_tokens, :prompt_total_tokens, :raw_usage_json,\n"               \
+  "  :provider_miss_reason, :provider_missed_tokens, :verdict, "             \
+  ":primary_reason,\n"                                                       \
+  "  :break_id, :expected_reuse_tokens, :missed_tokens, :received_at_us)\n"  \
+  "ON CONFLICT (agent, session_id, lane, request_id) DO UPDATE SET"
+// The SET of the usage's and the classification's own columns.
+#define CACHEWATCH_TURN_SET_USAGE_AND_VERDICT \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, response_time_us) ","      \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, usage_received) ","        \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, uncached_input_tokens) "," \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, cache_read_tokens) ","     \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, cache_write_tokens) ","    \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, cache_write_5m_tokens) "," \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, cache_write_1h_tokens) "," \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, output_tokens) ","         \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, prompt_total_tokens) ","   \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, raw_usage_json) ","        \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, provider_miss_reason) ","  \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, provider_missed_tokens) "," \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, verdict) ","               \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, primary_reason) ","        \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, break_id) ","              \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, expected_reuse_tokens) "," \
+  CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, missed_tokens)
+
+inline constexpr const char* kUpsertTurn =
+    CACHEWATCH_UPSERT_TURN_HEAD
+    "\n  provider = coalesce(CASE WHEN " CACHEWATCH_TURN_S
     " THEN :s_provider ELSE turns.provider END,\n"
     "    CASE WHEN " CACHEWATCH_TURN_U " THEN :u_provider END),\n"
     "  model = coalesce(CASE WHEN " CACHEWATCH_TURN_S
@@ -179,30 +206,48 @@ ON CONFLICT (agent, session_id, lane, request_id) DO UPDATE SET
     CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, breakpoints) ","
     CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, message_chain) ","
     CACHEWATCH_TURN_SET(CACHEWATCH_TURN_S, tool_order_policy) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, response_time_us) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, usage_received) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, uncached_input_tokens) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, cache_read_tokens) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, cache_write_tokens) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, cache_write_5m_tokens) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, cache_write_1h_tokens) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, output_tokens) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, prompt_total_tokens) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, raw_usage_json) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, provider_miss_reason) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_U, provider_missed_tokens) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, verdict) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, primary_reason) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, break_id) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, expected_reuse_tokens) ","
-    CACHEWATCH_TURN_SET(CACHEWATCH_TURN_C, missed_tokens)
+    CACHEWATCH_TURN_SET_USAGE_AND_VERDICT
     "\nWHERE " CACHEWATCH_TURN_S " OR " CACHEWATCH_TURN_U
     " OR " CACHEWATCH_TURN_C;
+
+// kUpsertTurn for a merged turn without a snapshot (has_snapshot 0), the
+// common case: a turn's usage and verdict come a response after its
+// snapshot. It gives the row what kUpsertTurn would, but its SET leaves out
+// every column only a snapshot writes and request_time_us: SQLite deletes
+// and re-inserts a row's entry in every index on a column the SET assigns,
+// even to the same value, so kUpsertTurn rewrites three of turns' indexes
+// (and checks the tool list's foreign key) for a usage. The one change the
+// left-out request time could make, a NULL one taking the usage's response
+// time, is kFillTurnRequestTime's, run just before.
+inline constexpr const char* kUpsertTurnWithoutSnapshot =
+    CACHEWATCH_UPSERT_TURN_HEAD
+    "\n  provider = coalesce(turns.provider,\n"
+    "    CASE WHEN " CACHEWATCH_TURN_U
+    " THEN :u_provider END),\n"
+    "  model = coalesce(turns.model,\n"
+    "    CASE WHEN " CACHEWATCH_TURN_U
+    " THEN :u_model END),\n"
+    "  expected_drop = coalesce(turns.expected_drop,\n"
+    "    CASE WHEN " CACHEWATCH_TURN_C
+    " THEN :c_expected_drop END)," CACHEWATCH_TURN_SET_USAGE_AND_VERDICT
+    "\nWHERE " CACHEWATCH_TURN_U " OR " CACHEWATCH_TURN_C;
+
+// Before kUpsertTurnWithoutSnapshot, for a turn that brings a usage with a
+// response time: a stored row with no request time and no usage yet takes
+// the response time as its request time (what kUpsertTurn's coalesce does).
+// Changes nothing otherwise, nor when the turn is not stored yet.
+inline constexpr const char* kFillTurnRequestTime = R"sql(
+UPDATE turns SET request_time_us = :response_time_us
+WHERE agent = :agent AND session_id = :session_id AND lane = :lane
+  AND request_id = :request_id AND usage_received = 0
+  AND request_time_us IS NULL)sql";
 
 #undef CACHEWATCH_TURN_S
 #undef CACHEWATCH_TURN_U
 #undef CACHEWATCH_TURN_C
 #undef CACHEWATCH_TURN_SET
+#undef CACHEWATCH_TURN_SET_USAGE_AND_VERDICT
+#undef CACHEWATCH_UPSERT_TURN_HEAD
 
 inline constexpr const char* kInsertBreak = R"sql(
 INSERT INTO prompt_cache_breaks (
