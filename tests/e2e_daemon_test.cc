@@ -504,6 +504,36 @@ TEST_F(DaemonTest, StreamAcknowledgesEveryRecordOnceDurable) {
             std::vector<std::string>{std::to_string(kTurns)});
 }
 
+// The daemon writes a batch's acks with gRPC's buffer hint (record_stream.h):
+// every ack of a burst must still reach a client that keeps the stream open,
+// i.e. the last ack queued is never left in the buffer.
+TEST_F(DaemonTest, StreamAcknowledgesABurstWhileTheStreamStaysOpen) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(20));
+  auto stream = stub_->Record(&context);
+  constexpr int kTurns = 300;
+  for (int t = 0; t < kTurns; ++t) {
+    const std::string id = "burst-" + std::to_string(t);
+    v1::RecordRequest snapshot;
+    *snapshot.mutable_snapshot() = Snapshot("burst", id, t * 5);
+    ASSERT_TRUE(stream->Write(snapshot));
+    v1::RecordRequest usage;
+    *usage.mutable_usage() = Usage("burst", id, t * 5, 0, 20000);
+    ASSERT_TRUE(stream->Write(usage));
+  }
+  int acks = 0;
+  v1::RecordAck ack;
+  while (acks < 2 * kTurns && stream->Read(&ack)) {
+    EXPECT_EQ(ack.code(), 0) << ack.request_id();
+    ++acks;
+  }
+  EXPECT_EQ(acks, 2 * kTurns);
+  stream->WritesDone();
+  EXPECT_FALSE(stream->Read(&ack));
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
 TEST_F(DaemonTest, WatchStreamsBreaksAndQueriesExplainThem) {
   grpc::ClientContext watch_context;
   v1::WatchBreaksRequest filter;

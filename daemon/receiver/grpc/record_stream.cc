@@ -210,7 +210,15 @@ void RecordStream::MaybeStartRead() {
 void RecordStream::MaybeStartWrite() {
   if (writing_ || acks_.empty() || !write_ok_) return;
   writing_ = true;
-  call_.Write(acks_.front(), written_.Tag());
+  grpc::WriteOptions options;
+  if (wrote_ && acks_.size() > 1 && buffered_acks_ < kMaxBufferedAcks) {
+    options.set_buffer_hint();
+    ++buffered_acks_;
+  } else {
+    buffered_acks_ = 0;
+  }
+  wrote_ = true;
+  call_.Write(acks_.front(), options, written_.Tag());
 }
 
 void RecordStream::MaybeFinish() {

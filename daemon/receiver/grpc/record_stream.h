@@ -16,7 +16,11 @@
 // after the other, each from the completion of the one before (no thread
 // hand-off per ack). At most kMaxInFlight records wait for a commit or for
 // their ack to be written; beyond that the stream stops reading (flow
-// control back to the client).
+// control back to the client). An ack with another queued behind it is
+// written with gRPC's buffer hint, so that a batch's acks leave in one socket
+// write (at most kMaxBufferedAcks a write) instead of one each; the last ack
+// queued is always written without it, so no ack waits for a later one.
+// The stream's first ack is never hinted: it carries the response headers.
 //
 // A stream ends with OK when the client half-closes and every ack has been
 // written. Stop() (shutdown) makes it read no more, commit and acknowledge
@@ -128,6 +132,9 @@ class RecordStream final {
  public:
   // Records a stream may have read but not yet committed.
   static constexpr size_t kMaxInFlight = 1024;
+  // Most acks written in a row with gRPC's buffer hint, i.e. most acks one
+  // socket write carries.
+  static constexpr int kMaxBufferedAcks = 64;
   // The status of a stream the daemon ended because it is stopping.
   static grpc::Status StoppingStatus();
 
@@ -185,6 +192,12 @@ class RecordStream final {
   bool write_ok_ = true;        // Every write so far. Guarded by mutex_.
   bool finished_ = false;       // Finish() was called. Guarded by mutex_.
   bool finish_done_ = false;    // Finish completed. Guarded by mutex_.
+  // A write was started (the first carries the response headers, which the
+  // buffer hint would hold back). Guarded by mutex_.
+  bool wrote_ = false;
+  // Writes started with the buffer hint since the last one without it.
+  // Guarded by mutex_.
+  int buffered_acks_ = 0;
   std::thread committer_;
 };
 
