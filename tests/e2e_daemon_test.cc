@@ -534,6 +534,46 @@ TEST_F(DaemonTest, StreamAcknowledgesABurstWhileTheStreamStaysOpen) {
   EXPECT_TRUE(stream->Finish().ok());
 }
 
+// A stream's first ack carries the response headers, and a first message
+// written with the buffer hint is held with them (grpc/grpc#12975): the
+// daemon never hints it, even when a batch of several is ready at once. Each
+// stream here sends its records in one socket write (the client's own buffer
+// hint), so that the daemon's first commit often takes more than one.
+TEST_F(DaemonTest, EveryStreamsFirstAcksArriveWhenItsRecordsCameAtOnce) {
+  const auto deadline =
+      std::chrono::system_clock::now() + std::chrono::seconds(20);
+  constexpr int kStreams = 40;
+  constexpr int kTurns = 4;
+  for (int s = 0; s < kStreams; ++s) {
+    grpc::ClientContext context;
+    context.set_deadline(deadline);
+    auto stream = stub_->Record(&context);
+    const std::string session = "first-ack-" + std::to_string(s);
+    for (int t = 0; t < kTurns; ++t) {
+      const std::string id = "turn-" + std::to_string(t);
+      v1::RecordRequest snapshot;
+      *snapshot.mutable_snapshot() = Snapshot(session, id, t * 5);
+      ASSERT_TRUE(
+          stream->Write(snapshot, grpc::WriteOptions().set_buffer_hint()));
+      v1::RecordRequest usage;
+      *usage.mutable_usage() = Usage(session, id, t * 5, 0, 20000);
+      grpc::WriteOptions options;
+      if (t + 1 < kTurns) options.set_buffer_hint();
+      ASSERT_TRUE(stream->Write(usage, options));
+    }
+    int acks = 0;
+    v1::RecordAck ack;
+    while (acks < 2 * kTurns && stream->Read(&ack)) {
+      EXPECT_EQ(ack.code(), 0) << ack.request_id();
+      ++acks;
+    }
+    ASSERT_EQ(acks, 2 * kTurns) << "stream " << s;
+    stream->WritesDone();
+    EXPECT_FALSE(stream->Read(&ack));
+    EXPECT_TRUE(stream->Finish().ok());
+  }
+}
+
 TEST_F(DaemonTest, WatchStreamsBreaksAndQueriesExplainThem) {
   grpc::ClientContext watch_context;
   v1::WatchBreaksRequest filter;
