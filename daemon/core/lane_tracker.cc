@@ -155,12 +155,14 @@ Turn LaneTracker::Baseline(const Turn& turn, const Turn* previous,
   baseline.model = turn.model;
   baseline.request_time_us = turn.request_time_us;
   if (turn.snapshot != nullptr) {
-    // A lane's list rarely changes: compared with the last one first.
+    // A lane's list and shared part rarely change: compared with the last
+    // ones first.
     baseline.tools = tool_lists_.Intern(
         ToolsOf(turn), previous != nullptr ? previous->tools : nullptr);
     const absl::Span<const uint64_t> chain = MessageChainOf(turn);
     baseline.message_chain.assign(chain.begin(), chain.end());
-    baseline.snapshot = snapshots_.Intern(*turn.snapshot);
+    baseline.snapshot = snapshots_.Intern(
+        *turn.snapshot, previous != nullptr ? previous->snapshot : nullptr);
   } else if (previous != nullptr &&
              classification.verdict() != v1::VERDICT_BREAK) {
     // The lost snapshot most likely matched the last one seen: nothing

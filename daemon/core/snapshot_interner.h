@@ -33,6 +33,13 @@ class SnapshotInterner {
   // no lane key, request id, request time, tools or message chain): the one
   // already interned when an equal part is alive, else a new copy.
   std::shared_ptr<const v1::Snapshot> Intern(const v1::Snapshot& snapshot);
+  // The same, given a copy this interner returned before (`known`, may be
+  // null) whose part the caller expects `snapshot`'s to equal (a lane's
+  // previous baseline): returned without copying or serializing the part
+  // when equal.
+  std::shared_ptr<const v1::Snapshot> Intern(
+      const v1::Snapshot& snapshot,
+      const std::shared_ptr<const v1::Snapshot>& known);
 
   // Forgets copies no holder keeps any more.
   void Sweep();

@@ -1,8 +1,14 @@
 #include "daemon/core/snapshot_interner.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace cachewatch {
 namespace {
@@ -70,36 +76,186 @@ TEST(SnapshotInternerTest, EqualPartsShareOneCopy) {
   EXPECT_EQ(interner.size(), 1u);
 }
 
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using Changes = std::vector<std::pair<std::string, std::unique_ptr<Message>>>;
+
+// Copies of `message`, each with one field changed: every singular field
+// (set to a value unequal to its own), every repeated field (one element
+// added, and each field of its first element changed), and inside every
+// message field. Fields named in `skip` (top level only) are left alone.
+Changes EachFieldChanged(const Message& message,
+                         const std::set<std::string>& skip = {}) {
+  Changes changes;
+  const google::protobuf::Descriptor* descriptor = message.GetDescriptor();
+  const google::protobuf::Reflection* reflection = message.GetReflection();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const FieldDescriptor* field = descriptor->field(i);
+    if (skip.count(field->name()) > 0) continue;
+    const auto add = [&](const std::string& what, const auto& change) {
+      std::unique_ptr<Message> copy(message.New());
+      copy->CopyFrom(message);
+      change(*copy);
+      changes.emplace_back(field->name() + what, std::move(copy));
+    };
+    if (field->is_repeated()) {
+      add(" (an element added)", [&](Message& copy) {
+        if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+          reflection->AddMessage(&copy, field);
+        } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_UINT64) {
+          reflection->AddUInt64(&copy, field, 1);
+        } else {
+          ADD_FAILURE() << "no change written for " << field->full_name();
+        }
+      });
+      if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
+          reflection->FieldSize(message, field) > 0) {
+        const Changes inner =
+            EachFieldChanged(reflection->GetRepeatedMessage(message, field, 0));
+        for (const auto& [what, element] : inner) {
+          add("[0]." + what, [&](Message& copy) {
+            reflection->MutableRepeatedMessage(&copy, field, 0)
+                ->CopyFrom(*element);
+          });
+        }
+      }
+      continue;
+    }
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_MESSAGE: {
+        if (reflection->HasField(message, field)) {
+          add(" (cleared)",
+              [&](Message& copy) { reflection->ClearField(&copy, field); });
+        }
+        const Changes inner =
+            EachFieldChanged(reflection->GetMessage(message, field));
+        for (const auto& [what, element] : inner) {
+          add("." + what, [&](Message& copy) {
+            reflection->MutableMessage(&copy, field)->CopyFrom(*element);
+          });
+        }
+        break;
+      }
+      case FieldDescriptor::CPPTYPE_STRING:
+        add("", [&](Message& copy) {
+          reflection->SetString(&copy, field,
+                                reflection->GetString(copy, field) + "x");
+        });
+        break;
+      case FieldDescriptor::CPPTYPE_ENUM:
+        add("", [&](Message& copy) {
+          const int value = reflection->GetEnumValue(copy, field);
+          reflection->SetEnumValue(&copy, field, value == 0 ? 1 : 0);
+        });
+        break;
+      case FieldDescriptor::CPPTYPE_BOOL:
+        add("", [&](Message& copy) {
+          reflection->SetBool(&copy, field, !reflection->GetBool(copy, field));
+        });
+        break;
+      case FieldDescriptor::CPPTYPE_UINT32:
+        add("", [&](Message& copy) {
+          reflection->SetUInt32(&copy, field,
+                                reflection->GetUInt32(copy, field) + 1);
+        });
+        break;
+      case FieldDescriptor::CPPTYPE_INT32:
+        add("", [&](Message& copy) {
+          reflection->SetInt32(&copy, field,
+                               reflection->GetInt32(copy, field) + 1);
+        });
+        break;
+      case FieldDescriptor::CPPTYPE_INT64:
+        add("", [&](Message& copy) {
+          reflection->SetInt64(&copy, field,
+                               reflection->GetInt64(copy, field) + 1);
+        });
+        break;
+      case FieldDescriptor::CPPTYPE_UINT64:
+        add("", [&](Message& copy) {
+          reflection->SetUInt64(&copy, field,
+                                reflection->GetUInt64(copy, field) + 1);
+        });
+        break;
+      default:
+        ADD_FAILURE() << "no change written for " << field->full_name();
+    }
+    if (field->has_presence() && !reflection->HasField(message, field)) {
+      // Present with its default value: unequal to absent.
+      add(" (present, default value)", [&](Message& copy) {
+        switch (field->cpp_type()) {
+          case FieldDescriptor::CPPTYPE_UINT32:
+            reflection->SetUInt32(&copy, field, 0);
+            break;
+          case FieldDescriptor::CPPTYPE_MESSAGE:
+            reflection->MutableMessage(&copy, field);
+            break;
+          default:
+            ADD_FAILURE() << "no presence change for " << field->full_name();
+        }
+      });
+    }
+  }
+  return changes;
+}
+
+const v1::Snapshot& AsSnapshot(const std::unique_ptr<Message>& message) {
+  return dynamic_cast<const v1::Snapshot&>(*message);
+}
+
+// The fields a lane keeps itself, outside the shared part.
+const std::set<std::string> kLaneFields = {
+    "agent",        "session_id", "lane",         "request_id",
+    "request_time", "tools",      "message_chain"};
+
+// Found by reflection, so that a field added to the snapshot or to a message
+// inside it is covered without this test knowing of it.
 TEST(SnapshotInternerTest, EachSharedFieldMakesPartsDistinct) {
+  // With no cache_control as well, so that an empty one is a change.
+  v1::Snapshot no_cache_control = Full("req");
+  no_cache_control.clear_cache_control();
+  for (const v1::Snapshot& original : {Full("req"), no_cache_control}) {
+    SnapshotInterner interner;
+    const auto base = interner.Intern(original);
+    const auto changes = EachFieldChanged(original, kLaneFields);
+    ASSERT_GE(changes.size(), 8u);
+    for (const auto& [what, message] : changes) {
+      const v1::Snapshot& changed = AsSnapshot(message);
+      EXPECT_NE(interner.Intern(changed), base) << what;
+      // Compared with the known copy, field by field.
+      EXPECT_NE(interner.Intern(changed, base), base) << what;
+      EXPECT_EQ(interner.Intern(changed, base), interner.Intern(changed))
+          << what;
+    }
+  }
+}
+
+TEST(SnapshotInternerTest, LaneFieldsDoNotMakePartsDistinct) {
   SnapshotInterner interner;
   const auto base = interner.Intern(Full("req"));
-  v1::Snapshot changed = Full("req");
-  changed.set_model("claude-opus-4-1");
-  EXPECT_NE(interner.Intern(changed), base);
-  changed = Full("req");
-  changed.set_provider(v1::PROVIDER_OPENAI);
-  EXPECT_NE(interner.Intern(changed), base);
-  changed = Full("req");
-  changed.set_system_hash(70);
-  EXPECT_NE(interner.Intern(changed), base);
-  changed = Full("req");
-  changed.mutable_system_sections(0)->set_hash(80);
-  EXPECT_NE(interner.Intern(changed), base);
-  changed = Full("req");
-  changed.mutable_cache_control()->mutable_breakpoints(0)->set_index(4);
-  EXPECT_NE(interner.Intern(changed), base);
-  changed = Full("req");
-  changed.clear_cache_control();
-  EXPECT_NE(interner.Intern(changed), base);
-  changed = Full("req");
-  changed.set_options_hash(90);
-  EXPECT_NE(interner.Intern(changed), base);
-  changed = Full("req");
-  changed.set_expected_drop(v1::EXPECTED_DROP_UNSPECIFIED);
-  EXPECT_NE(interner.Intern(changed), base);
-  changed = Full("req");
-  changed.set_tool_order_policy(v1::TOOL_ORDER_POLICY_UNSPECIFIED);
-  EXPECT_NE(interner.Intern(changed), base);
+  const auto changes = EachFieldChanged(
+      Full("req"), /*skip=*/{"provider", "model", "system_hash",
+                             "system_sections", "cache_control", "options_hash",
+                             "expected_drop", "tool_order_policy"});
+  ASSERT_GE(changes.size(), 7u);
+  for (const auto& [what, message] : changes) {
+    const v1::Snapshot& changed = AsSnapshot(message);
+    EXPECT_EQ(interner.Intern(changed), base) << what;
+    EXPECT_EQ(interner.Intern(changed, base), base) << what;
+  }
+}
+
+TEST(SnapshotInternerTest, AnEqualKnownCopyIsReturnedAndAnyOtherIgnored) {
+  SnapshotInterner interner;
+  const auto base = interner.Intern(Full("req"));
+  EXPECT_EQ(interner.Intern(Full("req-2"), base), base);
+  EXPECT_EQ(interner.Intern(Full("req-2"), nullptr), base);
+  v1::Snapshot other = Full("req");
+  other.set_model("other-model");
+  const auto other_part = interner.Intern(other);
+  // An unequal known copy: the one interned for the content is returned.
+  EXPECT_EQ(interner.Intern(Full("req-3"), other_part), base);
+  EXPECT_EQ(interner.size(), 2u);
 }
 
 TEST(SnapshotInternerTest, PartsNoOneHoldsAreForgotten) {
