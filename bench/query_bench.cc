@@ -15,12 +15,12 @@
 // afterwards (the unique key stays throughout).
 //
 // Then times, on a fresh read-only connection, every dashboards/sql/*.sql
-// file over the last 24 hours (the files' default window, bound explicitly
-// as :since_us relative to the newest turn, since the database may be older
-// than the run) and over the whole store (:since_us = 0), printing each
-// one's EXPLAIN QUERY PLAN; and the daemon's
-// own queries through SqliteStore: ListBreaks (first page; by agent; by agent
-// and reason; by session; the next page), ExplainBreak, LaneTimeline,
+// file (not the *.pg.sql variants, which are PostgreSQL's) over the last 24
+// hours (the files' default window, bound explicitly as :since_us relative to
+// the newest turn, since the database may be older than the run) and over the
+// whole store (:since_us = 0), printing each one's EXPLAIN QUERY PLAN; and the
+// daemon's own queries through SqliteStore: ListBreaks (first page; by agent;
+// by agent and reason; by session; the next page), ExplainBreak, LaneTimeline,
 // FindClassification and LoadRecentLanes (a restart). Each is run
 // kRepeats times; the slowest run is reported and checked against the
 // target (< 1 s).
@@ -830,7 +830,11 @@ int Main(int argc, char** argv) {
               day_ago + " ORDER BY break_id LIMIT 1");
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(sql_dir)) {
-    if (entry.path().extension() == ".sql") files.push_back(entry.path());
+    // SQLite's texts; the .pg.sql variants beside them are PostgreSQL's.
+    const std::string name = entry.path().filename().string();
+    if (name.ends_with(".sql") && !name.ends_with(".pg.sql")) {
+      files.push_back(entry.path());
+    }
   }
   std::sort(files.begin(), files.end());
   for (const std::filesystem::path& file : files) {
