@@ -9,7 +9,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
 #include <sqlite3.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -548,8 +547,10 @@ TEST(FleetReporterTest, LanesStayFailOverAndComeBack) {
 
   // Daemon 0 hangs, then dies, with the lane's turn 2 on its way to it: a
   // hung daemon's connection stays open, so the turn is queued for it
-  // whatever the timing, and stays queued for it once it is gone.
-  ASSERT_EQ(kill(daemons[0]->pid(), SIGSTOP), 0);
+  // whatever the timing, and stays queued for it once it is gone. (Hung once
+  // all its threads are stopped: until then one could still ack the turn,
+  // and an idle reporter is healthy, so the lane would stay.)
+  ASSERT_TRUE(daemons[0]->Suspend());
   ReportTurns(fleet, moved, 2, 1);
   daemons[0]->Kill();
   ASSERT_TRUE(Eventually([&] {

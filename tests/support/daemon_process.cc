@@ -99,6 +99,17 @@ int DaemonProcess::Stop() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+bool DaemonProcess::Suspend() {
+  int status = 0;
+  if (pid_ <= 0 || kill(pid_, SIGSTOP) != 0 ||
+      waitpid(pid_, &status, WUNTRACED) != pid_ || !WIFSTOPPED(status)) {
+    ADD_FAILURE() << "cannot stop cachewatchd " << pid_ << ": "
+                  << std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
 void DaemonProcess::Kill() {
   if (pid_ <= 0) return;
   kill(pid_, SIGKILL);

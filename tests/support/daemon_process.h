@@ -36,6 +36,10 @@ class DaemonProcess {
   int Stop();
   // SIGKILL and wait.
   void Kill();
+  // SIGSTOP, and waits until every thread of the daemon has stopped: kill()
+  // returns before that, and until a thread of it next enters the kernel the
+  // others go on serving. Returns false (and fails the test) otherwise.
+  bool Suspend();
 
   pid_t pid() const { return pid_; }
   const std::string& grpc_address() const { return grpc_address_; }

@@ -72,8 +72,10 @@ test('two daemons: lanes stay on one, fail over when it dies, come back when it 
     assert.ok(lane, 'some lane lives on daemon 0');
     // Daemon 0 hangs, then dies, with r2 on its way to it: a hung daemon's
     // connection stays open, so r2 is queued for it whatever the timing, and
-    // stays queued for it once it is gone.
-    procs[0].proc.kill('SIGSTOP');
+    // stays queued for it once it is gone. (Hung once all its threads are
+    // stopped: until then one could still ack r2, and an idle reporter is
+    // healthy, so the lane would stay.)
+    await daemon.suspend(procs[0].proc);
     fleet.reportUsage(usage(lane, 'r2'));
     procs[0].proc.kill('SIGKILL');
     await new Promise((r) => procs[0].proc.once('exit', r));

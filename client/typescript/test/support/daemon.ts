@@ -6,7 +6,7 @@
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync, ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -41,6 +41,30 @@ export function spawnDaemon(listen: string, dbPath: string, extra: string[] = []
       }
     });
   });
+}
+
+/**
+ * SIGSTOPs the daemon and resolves once every thread of it has stopped: kill() returns before that, and until a
+ * thread of it next enters the kernel the others go on serving.
+ */
+export async function suspend(proc: ChildProcess): Promise<void> {
+  assert.ok(proc.pid !== undefined && proc.kill('SIGSTOP'), 'SIGSTOP sent');
+  const tasks = `/proc/${proc.pid}/task`;
+  // The state is the first field after the command name's closing parenthesis.
+  // A thread that ended between the listing and the read is not running.
+  const stopped = () => readdirSync(tasks).every((t) => {
+    let stat: string;
+    try {
+      stat = readFileSync(path.join(tasks, t, 'stat'), 'utf8');
+    } catch {
+      return true;
+    }
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('T');
+  });
+  for (let waited = 0; !stopped(); waited += 10) {
+    assert.ok(waited < 10000, 'daemon stopped within 10 s');
+    await new Promise((r) => setTimeout(r, 10));
+  }
 }
 
 /** A loopback port nobody listens on (at the time of the call). */
