@@ -78,7 +78,22 @@ TEST(SnapshotInternerTest, EqualPartsShareOneCopy) {
 
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
+using google::protobuf::Reflection;
 using Changes = std::vector<std::pair<std::string, std::unique_ptr<Message>>>;
+
+// A change that adds one to the integer `field`, read and written with
+// Reflection's `get` and `set` of its type.
+template <typename Integer>
+auto Incremented(const FieldDescriptor* field,
+                 Integer (Reflection::*get)(const Message&,
+                                            const FieldDescriptor*) const,
+                 void (Reflection::*set)(Message*, const FieldDescriptor*,
+                                         Integer) const) {
+  return [field, get, set](Message& copy) {
+    const Reflection* reflection = copy.GetReflection();
+    (reflection->*set)(&copy, field, (reflection->*get)(copy, field) + 1);
+  };
+}
 
 // Copies of `message`, each with one field changed: every singular field
 // (set to a value unequal to its own), every repeated field (one element
@@ -88,7 +103,7 @@ Changes EachFieldChanged(const Message& message,
                          const std::set<std::string>& skip = {}) {
   Changes changes;
   const google::protobuf::Descriptor* descriptor = message.GetDescriptor();
-  const google::protobuf::Reflection* reflection = message.GetReflection();
+  const Reflection* reflection = message.GetReflection();
   for (int i = 0; i < descriptor->field_count(); ++i) {
     const FieldDescriptor* field = descriptor->field(i);
     if (skip.count(field->name()) > 0) continue;
@@ -154,28 +169,20 @@ Changes EachFieldChanged(const Message& message,
         });
         break;
       case FieldDescriptor::CPPTYPE_UINT32:
-        add("", [&](Message& copy) {
-          reflection->SetUInt32(&copy, field,
-                                reflection->GetUInt32(copy, field) + 1);
-        });
+        add("",
+            Incremented(field, &Reflection::GetUInt32, &Reflection::SetUInt32));
         break;
       case FieldDescriptor::CPPTYPE_INT32:
-        add("", [&](Message& copy) {
-          reflection->SetInt32(&copy, field,
-                               reflection->GetInt32(copy, field) + 1);
-        });
+        add("",
+            Incremented(field, &Reflection::GetInt32, &Reflection::SetInt32));
         break;
       case FieldDescriptor::CPPTYPE_INT64:
-        add("", [&](Message& copy) {
-          reflection->SetInt64(&copy, field,
-                               reflection->GetInt64(copy, field) + 1);
-        });
+        add("",
+            Incremented(field, &Reflection::GetInt64, &Reflection::SetInt64));
         break;
       case FieldDescriptor::CPPTYPE_UINT64:
-        add("", [&](Message& copy) {
-          reflection->SetUInt64(&copy, field,
-                                reflection->GetUInt64(copy, field) + 1);
-        });
+        add("",
+            Incremented(field, &Reflection::GetUInt64, &Reflection::SetUInt64));
         break;
       default:
         ADD_FAILURE() << "no change written for " << field->full_name();
