@@ -97,9 +97,11 @@ export class Reporter {
   }
 
   /**
-   * False from a broken stream or a retryable ack (UNAVAILABLE,
-   * RESOURCE_EXHAUSTED) until the daemon acknowledges a record again
-   * (FleetReporter routes lanes around a failing daemon).
+   * False from a stream that broke with records outstanding or a retryable
+   * ack (UNAVAILABLE, RESOURCE_EXHAUSTED) until the daemon acknowledges a
+   * record again or probe() finds its channel READY (FleetReporter routes
+   * lanes around a failing daemon). An idle reporter has no stream open, so
+   * a daemon that died meanwhile is found out by its next record.
    */
   healthy(): boolean {
     return !this.failing;
