@@ -16,6 +16,7 @@
 #include "cachewatch/client/canonical_json.h"
 #include "cachewatch/client/hash.h"
 #include "cachewatch/client/message_chain.h"
+#include "daemon/receiver/proxy/json_document.h"
 #include "daemon/util/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -89,7 +90,7 @@ absl::StatusOr<Json> ParseBody(std::string_view body, size_t max_body_bytes) {
   CACHEWATCH_RETURN_IF_ERROR(CheckDepth(body));
   Json root;
   try {
-    root = Json::parse(body.begin(), body.end());
+    root = ParseJsonDocument(body);
   } catch (const Json::parse_error& error) {
     return Invalid(absl::StrCat("malformed JSON at byte ", error.byte));
   } catch (const Json::exception& error) {  // A number out of range.
