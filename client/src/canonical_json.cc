@@ -76,7 +76,12 @@ absl::Status AppendString(std::string_view text, std::string* out) {
   }
   static constexpr char kHex[] = "0123456789abcdef";
   out->push_back('"');
-  for (const char c : text) {
+  size_t copied = 0;  // text[0, copied) is in `out`.
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out->append(text.data() + copied, i - copied);
+    copied = i + 1;
     switch (c) {
       case '"':
         out->append("\\\"");
@@ -100,15 +105,12 @@ absl::Status AppendString(std::string_view text, std::string* out) {
         out->append("\\t");
         break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out->append("\\u00");
-          out->push_back(kHex[static_cast<unsigned char>(c) >> 4]);
-          out->push_back(kHex[static_cast<unsigned char>(c) & 0xF]);
-        } else {
-          out->push_back(c);
-        }
+        out->append("\\u00");
+        out->push_back(kHex[c >> 4]);
+        out->push_back(kHex[c & 0xF]);
     }
   }
+  out->append(text.data() + copied, text.size() - copied);
   out->push_back('"');
   return absl::OkStatus();
 }

@@ -2,9 +2,14 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 namespace cachewatch::client::internal {
 namespace {
+
+// The high bit of each of eight bytes: set in a byte that is not ASCII.
+constexpr uint64_t kHighBits = 0x8080808080808080;
 
 // Decodes the well-formed sequence starting at text[i].
 char32_t DecodeAt(std::string_view text, size_t i) {
@@ -37,6 +42,13 @@ bool IsValidUtf8(std::string_view text) {
     const unsigned char lead = *p;
     if (lead < 0x80) {
       ++p;
+      // Eight ASCII bytes at a time while they last.
+      while (end - p >= 8) {
+        uint64_t eight;
+        std::memcpy(&eight, p, 8);
+        if ((eight & kHighBits) != 0) break;
+        p += 8;
+      }
       continue;
     }
     int length;

@@ -5,6 +5,8 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
@@ -86,6 +88,31 @@ TEST(CanonicalJsonTest, EscapesMinimally) {
       "\"q\\\" b\\\\ /\\b\\f\\n\\r\\t\\u0001\\u001f\x7f \xC3\xA9\"");
   EXPECT_EQ(*CanonicalizeJsonValue(Json(std::string("a\0b", 3))),
             "\"a\\u0000b\"");
+}
+
+// Characters to escape at every offset of a string long enough to be
+// copied in runs: each written escaped, the rest as it is.
+TEST(CanonicalJsonTest, EscapesAtEveryOffsetOfALongString) {
+  const std::string plain = "The quick brown fox \xC3\xA9 jumps";
+  for (size_t offset = 0; offset <= plain.size(); ++offset) {
+    const bool inside_e_acute =
+        offset < plain.size() && (plain[offset] & 0xC0) == 0x80;
+    if (inside_e_acute) continue;
+    for (const auto& [raw, escaped] :
+         std::vector<std::pair<std::string, std::string>>{
+             {"\"", "\\\""},
+             {"\\", "\\\\"},
+             {"\n", "\\n"},
+             {std::string(1, '\0'), "\\u0000"},
+             {"\x1f\"", "\\u001f\\\""}}) {
+      std::string text = plain;
+      text.insert(offset, raw);
+      std::string expected = plain;
+      expected.insert(offset, escaped);
+      EXPECT_EQ(*CanonicalizeJsonValue(Json(text)), "\"" + expected + "\"")
+          << "offset " << offset;
+    }
+  }
 }
 
 TEST(CanonicalJsonTest, TextAndValueAgree) {

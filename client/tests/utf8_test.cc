@@ -1,5 +1,6 @@
 #include "utf8.h"
 
+#include <string>
 #include <string_view>
 
 #include "gtest/gtest.h"
@@ -33,6 +34,24 @@ TEST(Utf8Test, IsValidUtf8) {
   };
   for (const auto& c : kCases) {
     EXPECT_EQ(IsValidUtf8(c.text), c.valid) << "text: " << c.text;
+  }
+}
+
+// Within and after runs of ASCII long enough to be read eight bytes at a
+// time: a bad or a good sequence at every offset.
+TEST(Utf8Test, SequencesAtEveryOffsetOfALongAsciiText) {
+  for (size_t offset = 0; offset <= 40; ++offset) {
+    std::string text(40, 'a');
+    EXPECT_TRUE(IsValidUtf8(text));
+    EXPECT_FALSE(IsValidUtf8(std::string(text).insert(offset, "\x80")))
+        << offset;
+    EXPECT_FALSE(IsValidUtf8(std::string(text).insert(offset, "\xC3")))
+        << offset;
+    EXPECT_FALSE(IsValidUtf8(std::string(text).insert(offset, "\xED\xA0\x80")))
+        << offset;
+    EXPECT_TRUE(
+        IsValidUtf8(std::string(text).insert(offset, "\xF0\x9F\x98\x80")))
+        << offset;
   }
 }
 
