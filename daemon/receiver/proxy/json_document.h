@@ -14,6 +14,10 @@
 // throws its usual exceptions (json::parse_error, json::out_of_range). So a
 // text parses, or fails, exactly as it does with nlohmann alone.
 //
+// Memory: while the value is built, simdjson's padded copy of the text and
+// its document live beside it: about 4× the text's size at peak (a 16 MB
+// text: +60 MB, against +25 MB for nlohmann's parse).
+//
 // Thread-safe: each call uses a parser of its own.
 #ifndef CACHEWATCH_DAEMON_RECEIVER_PROXY_JSON_DOCUMENT_H_
 #define CACHEWATCH_DAEMON_RECEIVER_PROXY_JSON_DOCUMENT_H_
