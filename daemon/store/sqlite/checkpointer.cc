@@ -7,17 +7,15 @@
 namespace cachewatch {
 
 absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Open(
-    const std::string& path, int threshold_pages) {
+    const std::string& path, const CheckpointerOptions& options) {
   CACHEWATCH_ASSIGN_OR_RETURN(Database db,
                               Database::Open(path, /*create=*/false));
   return std::unique_ptr<Checkpointer>(
-      new Checkpointer(std::move(db), threshold_pages));
+      new Checkpointer(std::move(db), options));
 }
 
-Checkpointer::Checkpointer(Database db, int threshold_pages)
-    : threshold_pages_(threshold_pages),
-      db_(std::move(db)),
-      thread_([this] { Run(); }) {}
+Checkpointer::Checkpointer(Database db, const CheckpointerOptions& options)
+    : options_(options), db_(std::move(db)), thread_([this] { Run(); }) {}
 
 Checkpointer::~Checkpointer() {
   {
@@ -28,16 +26,31 @@ Checkpointer::~Checkpointer() {
   thread_.join();
 }
 
-bool Checkpointer::WalGrew(int wal_pages) {
+CommitCheckpoint Checkpointer::AfterCommit(int wal_pages) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (wal_pages < asked_at_pages_) asked_at_pages_ = 0;  // Restarted.
-    if (wal_pages - asked_at_pages_ < threshold_pages_) return false;
+    if (wal_pages >= options_.fallback_pages) {
+      return CommitCheckpoint::kFallback;
+    }
+    if (ran_) {
+      ran_ = false;
+      // With fewer pages than the run saw, the WAL restarted since, and the
+      // run's figures are of the old one.
+      if (wal_pages >= options_.restart_pages &&
+          wal_pages >= last_run_.wal_frames &&
+          wal_pages - last_run_.checkpointed_frames <= options_.tail_pages) {
+        return CommitCheckpoint::kTail;
+      }
+    }
+    if (wal_pages - asked_at_pages_ < options_.threshold_pages) {
+      return CommitCheckpoint::kNone;
+    }
     asked_at_pages_ = wal_pages;
     wanted_ = true;
   }
   wanted_changed_.notify_one();
-  return true;
+  return CommitCheckpoint::kAskedCheckpointer;
 }
 
 CheckpointerStats Checkpointer::stats() const {
@@ -52,9 +65,17 @@ void Checkpointer::Run() {
     if (closing_) return;
     wanted_ = false;
     lock.unlock();
-    db_.Exec("PRAGMA wal_checkpoint(PASSIVE)").IgnoreError();
+    absl::StatusOr<Database::CheckpointResult> result = db_.CheckpointPassive();
+    // The pages just copied are flushed here rather than by the commit that
+    // empties the WAL (SQLite flushes them itself only when the run reaches
+    // the WAL's end, which commits landing meanwhile prevent).
+    const bool synced = result.ok() && db_.SyncDatabaseFile().ok();
     lock.lock();
     ++stats_.checkpoints;
+    if (synced) {
+      ran_ = true;
+      last_run_ = *result;
+    }
   }
 }
 

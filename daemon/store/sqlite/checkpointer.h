@@ -1,26 +1,35 @@
 // Moves the WAL's pages into the database file on a thread of its own, so
-// that no commit waits for it. SQLite's automatic checkpoint runs inside the
-// COMMIT that takes the WAL past its threshold, on the committing thread:
-// with group commit, every record of that batch and of the batches queued
-// behind it waited for the checkpoint's writes and fsync (the tail of the
-// ack latency, docs/PERFORMANCE.md).
+// that commits wait for as little of it as can be, and restarts the WAL
+// often enough to bound it.
+//
+// SQLite's automatic checkpoint runs inside the COMMIT that takes the WAL
+// past its threshold, on the committing thread: with group commit, every
+// record of that batch and of the batches queued behind it waited for the
+// checkpoint's writes and fsyncs (the tail of the ack latency,
+// docs/PERFORMANCE.md).
 //
 // The write connection reports the WAL's size after each commit
-// (Database::HandOffCheckpoints); once the WAL has grown by
-// `threshold_pages` since the last checkpoint was asked for (from empty: once
-// it holds that many), the checkpointer runs a PASSIVE checkpoint on its own
-// connection, which never blocks writers or readers. Under a steady stream
-// of commits a PASSIVE checkpoint never leaves the WAL empty (commits append
-// while it runs), so the WAL keeps its size past the threshold; asking again
-// after every such commit ran a checkpoint, with two fsyncs, per commit
-// (~100 a second under 4 unary clients, docs/PERFORMANCE.md round 8a).
-// Frames a checkpoint could not copy (a reader still on old pages, writers
-// appending meanwhile) are copied by the next one, after `threshold_pages`
-// more; the commit's own fallback (Database::HandOffCheckpoints) bounds the
-// WAL and, by emptying it, lets SQLite restart it from its beginning.
+// (Database::HandOffCheckpoints, AfterCommit() here); once the WAL has grown
+// by `threshold_pages` since the last checkpoint was asked for (from empty:
+// once it holds that many), the checkpointer runs a PASSIVE checkpoint on its
+// own connection, which never blocks writers or readers, and then flushes
+// the database file. Asking again after every commit past the threshold ran
+// a checkpoint, with two fsyncs, per commit (~100 a second under 4 unary
+// clients, docs/PERFORMANCE.md round 8a).
 //
-// Thread-safe: WalGrew() may be called from any thread and never blocks on a
-// checkpoint.
+// Under a steady stream of commits a PASSIVE checkpoint never empties the
+// WAL (commits append while it runs), and SQLite starts the WAL again from
+// its beginning only once a checkpoint has copied all of it. Only a commit
+// can do that while commits go on: no other commit runs beside it. So when a
+// commit finds the WAL at `restart_pages` or more, and the checkpointer's
+// run just before left at most `tail_pages` of it uncopied, that commit
+// checkpoints the tail itself: its waits are those of the few pages appended
+// since, not of the whole WAL (docs/PERFORMANCE.md round 19). A commit that
+// finds `fallback_pages` or more (the checkpointer falling behind) checkpoints
+// whatever is left, so the WAL cannot grow without bound.
+//
+// Thread-safe: AfterCommit() may be called from any thread and never blocks
+// on a checkpoint.
 #ifndef CACHEWATCH_DAEMON_STORE_SQLITE_CHECKPOINTER_H_
 #define CACHEWATCH_DAEMON_STORE_SQLITE_CHECKPOINTER_H_
 
@@ -37,10 +46,25 @@
 
 namespace cachewatch {
 
+struct CheckpointerOptions {
+  int threshold_pages = 1000;
+  int restart_pages = 5000;
+  int tail_pages = 256;
+  int fallback_pages = 10000;
+};
+
 struct CheckpointerStats {
   // Run on the checkpointer's connection. One that fails (an I/O error)
   // leaves the WAL for the next; the commits themselves report such errors.
   int64_t checkpoints = 0;
+};
+
+// What a commit is to do about the WAL it leaves.
+enum class CommitCheckpoint {
+  kNone,
+  kAskedCheckpointer,  // The checkpointer was asked to run.
+  kTail,               // Checkpoint the small tail here, so the WAL restarts.
+  kFallback,           // Checkpoint here: the WAL reached fallback_pages.
 };
 
 class Checkpointer {
@@ -48,7 +72,7 @@ class Checkpointer {
   // Opens its own connection to the existing database at `path` and starts
   // its thread.
   static absl::StatusOr<std::unique_ptr<Checkpointer>> Open(
-      const std::string& path, int threshold_pages);
+      const std::string& path, const CheckpointerOptions& options);
 
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -56,27 +80,31 @@ class Checkpointer {
   // Stops the thread (after a checkpoint in progress) and closes.
   ~Checkpointer();
 
-  // The WAL now holds `wal_pages` pages: asks for a checkpoint when it grew
-  // by the threshold since the last one was asked for (fewer pages than then:
-  // the WAL was restarted, and counts from empty). Returns whether it asked.
-  bool WalGrew(int wal_pages);
+  // A commit left `wal_pages` pages in the WAL: asks for a checkpoint when
+  // the WAL grew by the threshold since the last one was asked for (fewer
+  // pages than then: the WAL was restarted, and counts from empty), or says
+  // that the commit is to checkpoint itself (see above).
+  CommitCheckpoint AfterCommit(int wal_pages);
 
   CheckpointerStats stats() const;
 
  private:
-  Checkpointer(Database db, int threshold_pages);
+  Checkpointer(Database db, const CheckpointerOptions& options);
   void Run();
 
-  const int threshold_pages_;
+  const CheckpointerOptions options_;
   Database db_;  // Used by the thread only.
 
   mutable std::mutex mu_;
   std::condition_variable wanted_changed_;
   bool wanted_ = false;  // Guarded by mu_.
   // The WAL's pages when the last checkpoint was asked for.
-  int asked_at_pages_ = 0;   // Guarded by mu_.
-  bool closing_ = false;     // Guarded by mu_.
-  CheckpointerStats stats_;  // Guarded by mu_.
+  int asked_at_pages_ = 0;  // Guarded by mu_.
+  // The last run's result, until the next commit has seen it.
+  bool ran_ = false;                     // Guarded by mu_.
+  Database::CheckpointResult last_run_;  // Guarded by mu_.
+  bool closing_ = false;                 // Guarded by mu_.
+  CheckpointerStats stats_;              // Guarded by mu_.
 
   std::thread thread_;  // Last: starts once everything above exists.
 };

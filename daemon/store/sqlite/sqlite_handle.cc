@@ -141,9 +141,8 @@ bool Database::InTransaction() const { return !sqlite3_get_autocommit(db_); }
 int64_t Database::Changes() const { return sqlite3_changes64(db_); }
 
 void Database::HandOffCheckpoints(
-    std::function<void(int wal_pages)> after_commit, int fallback_pages) {
-  wal_hook_ = std::make_unique<WalHook>(
-      WalHook{std::move(after_commit), fallback_pages});
+    std::function<bool(int wal_pages)> after_commit) {
+  wal_hook_ = std::make_unique<WalHook>(WalHook{std::move(after_commit)});
   // Replaces the automatic checkpoint, which is itself a WAL hook.
   sqlite3_wal_hook(db_, &Database::OnWalCommit, wal_hook_.get());
 }
@@ -151,13 +150,39 @@ void Database::HandOffCheckpoints(
 int Database::OnWalCommit(void* hook, sqlite3* db, const char* schema,
                           int wal_pages) {
   const WalHook& wal_hook = *static_cast<const WalHook*>(hook);
-  wal_hook.after_commit(wal_pages);
-  if (wal_pages >= wal_hook.fallback_pages) {
-    // What the automatic checkpoint would do. Its failure (a reader still
-    // on old pages) leaves the WAL for a later try, as SQLite's does.
+  if (wal_hook.after_commit(wal_pages)) {
+    // As the automatic checkpoint does. Its failure (a reader still on old
+    // pages) leaves the WAL for a later try, as SQLite's does.
     sqlite3_wal_checkpoint(db, schema);
   }
   return SQLITE_OK;
+}
+
+absl::StatusOr<Database::CheckpointResult> Database::CheckpointPassive() {
+  // The PRAGMA rather than sqlite3_wal_checkpoint_v2(): on a connection that
+  // has read nothing yet, the call finds no WAL (its pager has not opened
+  // one) and does nothing, where the PRAGMA reads the schema first.
+  CACHEWATCH_ASSIGN_OR_RETURN(Statement pragma,
+                              Prepare("PRAGMA wal_checkpoint(PASSIVE)"));
+  CACHEWATCH_ASSIGN_OR_RETURN(bool row, pragma.Step());
+  if (!row) return absl::InternalError("wal_checkpoint returned no row");
+  CheckpointResult result;
+  result.wal_frames = static_cast<int>(pragma.Int(1));
+  result.checkpointed_frames = static_cast<int>(pragma.Int(2));
+  return result;
+}
+
+absl::Status Database::SyncDatabaseFile() {
+  sqlite3_file* file = nullptr;
+  int rc = sqlite3_file_control(db_, "main", SQLITE_FCNTL_FILE_POINTER, &file);
+  if (rc != SQLITE_OK) return Error(rc, "database file");
+  if (file == nullptr || file->pMethods == nullptr) {
+    return absl::FailedPreconditionError("the database file is not open");
+  }
+  rc = file->pMethods->xSync(file, SQLITE_SYNC_NORMAL);
+  if (rc != SQLITE_OK)
+    return StatusFor(rc, "sync the database file", sqlite3_errstr(rc));
+  return absl::OkStatus();
 }
 
 Statement::Statement(sqlite3_stmt* stmt, sqlite3* db) : stmt_(stmt), db_(db) {

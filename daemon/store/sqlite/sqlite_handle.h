@@ -71,17 +71,29 @@ class Database {
   // Takes WAL checkpoints off this connection's commits. SQLite's automatic
   // checkpoint runs inside the COMMIT that takes the WAL past 1000 pages, on
   // the committing thread; instead, `after_commit` is called there after
-  // every commit with the pages now in the WAL (it must not block), and
-  // checkpoints are left to another connection. Only a WAL of
-  // `fallback_pages` or more (the other connection falling behind) is still
-  // checkpointed here, so the WAL cannot grow without bound.
-  void HandOffCheckpoints(std::function<void(int wal_pages)> after_commit,
-                          int fallback_pages);
+  // every commit with the pages now in the WAL (it must not block) and
+  // returns whether this commit should checkpoint the WAL itself, which it
+  // then does (PASSIVE) before the COMMIT returns; other checkpoints are left
+  // to another connection.
+  void HandOffCheckpoints(std::function<bool(int wal_pages)> after_commit);
+
+  // Frames of the WAL, and of them those now in the database file, after a
+  // checkpoint.
+  struct CheckpointResult {
+    int wal_frames = 0;
+    int checkpointed_frames = 0;
+  };
+  // A PASSIVE checkpoint: copies what it can without waiting for readers or
+  // writers.
+  absl::StatusOr<CheckpointResult> CheckpointPassive();
+
+  // Flushes the database file (not its WAL) to the disk, as a checkpoint
+  // that reaches the WAL's end does.
+  absl::Status SyncDatabaseFile();
 
  private:
   struct WalHook {
-    std::function<void(int wal_pages)> after_commit;
-    int fallback_pages;
+    std::function<bool(int wal_pages)> after_commit;
   };
   static int OnWalCommit(void* hook, sqlite3* db, const char* schema,
                          int wal_pages);

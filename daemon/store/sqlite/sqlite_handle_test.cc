@@ -4,6 +4,9 @@
 
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "daemon/util/temp_dir.h"
 
 namespace cachewatch {
 namespace {
@@ -106,6 +109,77 @@ TEST(TransactionTest, AKeptStatementsFailureNamesItAndTheNextRunWorks) {
   ASSERT_TRUE(moved.ExecKept("BEGIN").ok());
   ASSERT_TRUE(moved.ExecKept("ROLLBACK").ok());
   EXPECT_FALSE(moved.InTransaction());
+}
+
+// A file database in WAL mode with one table, `t`, in a fresh directory.
+class WalTest : public ::testing::Test {
+ protected:
+  Database OpenFile() {
+    absl::StatusOr<Database> db =
+        Database::Open(dir_.File("wal.db"), /*create=*/true);
+    EXPECT_TRUE(db.ok()) << db.status();
+    EXPECT_TRUE(
+        db->Exec("PRAGMA journal_mode = WAL; CREATE TABLE IF NOT EXISTS t(x)")
+            .ok());
+    return *std::move(db);
+  }
+
+  // One commit of about four pages.
+  static void Insert(Database& db) {
+    ASSERT_TRUE(db.Exec("INSERT INTO t VALUES (randomblob(16000))").ok());
+  }
+
+  TempDir dir_;
+};
+
+// The hook sees each commit's WAL, and no commit checkpoints unless the hook
+// says so (SQLite's automatic checkpoint, at 1000 pages, is replaced); one
+// that does leaves the WAL copied whole, so the next commit starts it again
+// from its beginning.
+TEST_F(WalTest, ACommitCheckpointsOnlyWhenItsHookSaysSo) {
+  Database db = OpenFile();
+  std::vector<int> pages;
+  bool checkpoint = false;
+  db.HandOffCheckpoints([&](int wal_pages) {
+    pages.push_back(wal_pages);
+    return std::exchange(checkpoint, false);
+  });
+  while (pages.empty() || pages.back() < 1200) Insert(db);
+  for (size_t i = 1; i < pages.size(); ++i) {
+    ASSERT_GT(pages[i], pages[i - 1]) << "commit " << i;
+  }
+  checkpoint = true;
+  Insert(db);
+  const int before = pages.back();
+  Insert(db);
+  EXPECT_LT(pages.back(), 10) << "after " << before;
+}
+
+// A checkpoint on a second connection reports the WAL's frames and those it
+// copied; the database file's sync then succeeds.
+TEST_F(WalTest, APassiveCheckpointReportsWhatItCopied) {
+  Database writer = OpenFile();
+  writer.HandOffCheckpoints([](int) { return false; });
+  for (int i = 0; i < 20; ++i) Insert(writer);
+  absl::StatusOr<Database> other =
+      Database::Open(dir_.File("wal.db"), /*create=*/false);
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::StatusOr<Database::CheckpointResult> result =
+      other->CheckpointPassive();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_GE(result->wal_frames, 20 * 4);
+  EXPECT_EQ(result->checkpointed_frames, result->wal_frames);
+  EXPECT_TRUE(other->SyncDatabaseFile().ok());
+  // Nothing is left to copy.
+  result = other->CheckpointPassive();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->checkpointed_frames, result->wal_frames);
+}
+
+// An in-memory database has no WAL and no file to sync.
+TEST(DatabaseTest, AMemoryDatabaseHasNoFileToSync) {
+  Database db = Memory();
+  EXPECT_FALSE(db.SyncDatabaseFile().ok());
 }
 
 }  // namespace

@@ -16,11 +16,6 @@ namespace {
 
 // Rows of each kind one retention transaction deletes at most.
 constexpr int kRetentionBatchRows = 1000;
-// WAL pages past which the checkpointer runs (SQLite's automatic checkpoint
-// threshold), and past which a commit checkpoints itself because the
-// checkpointer has fallen behind (~40 MiB of WAL).
-constexpr int kCheckpointPages = 1000;
-constexpr int kCommitCheckpointPages = 10000;
 
 GroupCommitOptions GroupCommitOf(const StoreOptions& options) {
   GroupCommitOptions group;
@@ -52,12 +47,13 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
   }
   CACHEWATCH_ASSIGN_OR_RETURN(
       std::unique_ptr<Checkpointer> checkpointer,
-      Checkpointer::Open(options.path, kCheckpointPages));
+      Checkpointer::Open(options.path, options.checkpoints));
   writer->HandOffCheckpoints(
       [checkpointer = checkpointer.get()](int wal_pages) {
-        checkpointer->WalGrew(wal_pages);
-      },
-      kCommitCheckpointPages);
+        const CommitCheckpoint action = checkpointer->AfterCommit(wal_pages);
+        return action == CommitCheckpoint::kTail ||
+               action == CommitCheckpoint::kFallback;
+      });
   return std::unique_ptr<SqliteStore>(
       new SqliteStore(options, std::move(writer), std::move(reader),
                       std::move(lookups), std::move(checkpointer)));

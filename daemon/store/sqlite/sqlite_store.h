@@ -11,8 +11,9 @@
 // in one transaction. Batches thus grow with the load and the commit time,
 // not with a timer. Each Write() returns once its records are durable. Writes
 // are idempotent per (lane key, request id, kind): a retry changes nothing. WAL
-// checkpoints run on a thread of their own (checkpointer.h), not inside a
-// commit.
+// checkpoints run on a thread of their own (checkpointer.h); a commit
+// checkpoints only the small tail that lets the WAL restart, or the whole WAL
+// when that thread falls behind.
 //
 // A lane key whose lane is empty means lane "main", in writes and queries.
 //
@@ -42,10 +43,10 @@
 #include "daemon/store/group_commit_queue.h"
 #include "daemon/store/record.h"
 #include "daemon/store/record_store.h"
+#include "daemon/store/sqlite/checkpointer.h"
 
 namespace cachewatch {
 
-class Checkpointer;
 class ReadConnection;
 class WriteConnection;
 
@@ -73,6 +74,9 @@ struct StoreOptions {
   // pages); writes that need more fail with Unavailable, as on a full disk,
   // until rows are deleted. 0: no limit. Default 0.
   int64_t max_size_bytes = 0;
+  // When the WAL is checkpointed, and by whom (checkpointer.h). Default: its
+  // defaults.
+  CheckpointerOptions checkpoints;
   // For tests: called on the committing thread just before each transaction
   // with the number of records it holds. Default none.
   std::function<void(size_t records)> before_commit;

@@ -619,32 +619,134 @@ TEST_F(StoreTest, CheckpointsTheWalOnItsOwnThread) {
   EXPECT_EQ(CountRows("turns"), 4001);
 }
 
+// Waits (30 s at most) until `checkpointer` has run more than `runs`
+// checkpoints.
+void WaitForCheckpoints(const Checkpointer& checkpointer, int64_t runs) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (checkpointer.stats().checkpoints <= runs &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(checkpointer.stats().checkpoints, runs);
+}
+
 // A checkpoint is asked for once per threshold pages the WAL grew, not
 // after every commit that finds the WAL past the threshold (under steady
 // commits a PASSIVE checkpoint never empties it, and that ran one checkpoint
 // per commit).
 TEST_F(StoreTest, CheckpointerAsksOncePerThresholdOfWalGrowth) {
   std::unique_ptr<SqliteStore> store = OpenStore();  // Creates the file.
+  CheckpointerOptions options;
+  options.threshold_pages = 100;
+  options.restart_pages = options.fallback_pages = 1 << 30;
   absl::StatusOr<std::unique_ptr<Checkpointer>> checkpointer =
-      Checkpointer::Open(path_, /*threshold_pages=*/100);
+      Checkpointer::Open(path_, options);
   ASSERT_TRUE(checkpointer.ok()) << checkpointer.status();
   Checkpointer& c = **checkpointer;
-  EXPECT_FALSE(c.WalGrew(99));
-  EXPECT_TRUE(c.WalGrew(100));
-  EXPECT_FALSE(c.WalGrew(101));
-  EXPECT_FALSE(c.WalGrew(199));
-  EXPECT_TRUE(c.WalGrew(205));
-  EXPECT_FALSE(c.WalGrew(304));
+  constexpr CommitCheckpoint kAsked = CommitCheckpoint::kAskedCheckpointer;
+  constexpr CommitCheckpoint kNone = CommitCheckpoint::kNone;
+  EXPECT_EQ(c.AfterCommit(99), kNone);
+  EXPECT_EQ(c.AfterCommit(100), kAsked);
+  EXPECT_EQ(c.AfterCommit(101), kNone);
+  EXPECT_EQ(c.AfterCommit(199), kNone);
+  EXPECT_EQ(c.AfterCommit(205), kAsked);
+  EXPECT_EQ(c.AfterCommit(304), kNone);
   // Fewer pages than when last asked: the WAL restarted from its beginning.
-  EXPECT_FALSE(c.WalGrew(6));
-  EXPECT_TRUE(c.WalGrew(100));
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (c.stats().checkpoints == 0 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(c.AfterCommit(6), kNone);
+  EXPECT_EQ(c.AfterCommit(100), kAsked);
+  WaitForCheckpoints(c, 0);
+}
+
+// After each of the checkpointer's runs, the next commit is told to
+// checkpoint the WAL itself when the WAL holds restart_pages or more and the
+// run left at most tail_pages of it uncopied; at fallback_pages, always.
+TEST_F(StoreTest, ACommitAfterTheCheckpointersRunCheckpointsASmallTail) {
+  std::unique_ptr<SqliteStore> store = OpenStore();
+  for (int i = 0; i < 100; ++i) {  // At least a WAL frame each.
+    ASSERT_TRUE(
+        store->Write({Classified(Key(), absl::StrCat("r", i), v1::VERDICT_OK)})
+            .ok());
   }
-  EXPECT_GT(c.stats().checkpoints, 0);
+  // The WAL's frames, all copied now; the runs below report the same.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA wal_checkpoint(PASSIVE)", -1, &stmt,
+                               nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  const int frames = sqlite3_column_int(stmt, 1);
+  EXPECT_EQ(sqlite3_column_int(stmt, 2), frames);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  ASSERT_GE(frames, 100);
+
+  // A checkpointer that has run once on this WAL (the commit at `frames`
+  // pages asked for it).
+  auto ran_once = [&](int restart_pages) {
+    CheckpointerOptions options;
+    options.threshold_pages = 100;
+    options.restart_pages = restart_pages;
+    options.tail_pages = 50;
+    options.fallback_pages = 1 << 30;
+    absl::StatusOr<std::unique_ptr<Checkpointer>> c =
+        Checkpointer::Open(path_, options);
+    EXPECT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ((*c)->AfterCommit(frames), CommitCheckpoint::kAskedCheckpointer);
+    WaitForCheckpoints(**c, 0);
+    return *std::move(c);
+  };
+  std::unique_ptr<Checkpointer> c = ran_once(0);
+  EXPECT_EQ(c->AfterCommit(frames + 10), CommitCheckpoint::kTail);
+  // Once per run.
+  EXPECT_NE(c->AfterCommit(frames + 20), CommitCheckpoint::kTail);
+  EXPECT_EQ(ran_once(0)->AfterCommit(frames + 50), CommitCheckpoint::kTail);
+  // More than tail_pages left.
+  EXPECT_NE(ran_once(0)->AfterCommit(frames + 51), CommitCheckpoint::kTail);
+  // Fewer than restart_pages in the WAL.
+  EXPECT_NE(ran_once(frames + 10)->AfterCommit(frames + 9),
+            CommitCheckpoint::kTail);
+  // Fewer pages than the run saw: the WAL restarted since.
+  EXPECT_NE(ran_once(0)->AfterCommit(frames - 1), CommitCheckpoint::kTail);
+
+  CheckpointerOptions options;
+  options.fallback_pages = 5000;
+  absl::StatusOr<std::unique_ptr<Checkpointer>> fallback =
+      Checkpointer::Open(path_, options);
+  ASSERT_TRUE(fallback.ok()) << fallback.status();
+  EXPECT_EQ((*fallback)->AfterCommit(4999),
+            CommitCheckpoint::kAskedCheckpointer);
+  EXPECT_EQ((*fallback)->AfterCommit(5000), CommitCheckpoint::kFallback);
+}
+
+// Under steady commits, a commit checkpoints the tail after the
+// checkpointer's run, and the WAL restarts from its beginning at about
+// restart_pages, long before the fallback.
+TEST_F(StoreTest, SteadyCommitsRestartTheWalBeforeItsFallback) {
+  StoreOptions options = Options();
+  options.checkpoints.threshold_pages = 100;
+  options.checkpoints.restart_pages = 500;
+  // Any tail: how much the commits add during a run is the machine's.
+  options.checkpoints.tail_pages = 1 << 30;
+  options.checkpoints.fallback_pages = 10000;
+  std::unique_ptr<SqliteStore> store = OpenStore(options);
+  // About 12,000 pages in all: without the commits' checkpoints, the WAL
+  // would reach the fallback.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int i = 0; store->stats().checkpoints < 120; ++i) {
+    ASSERT_TRUE(
+        store->Write({Classified(Key(), absl::StrCat("r", i), v1::VERDICT_OK)})
+            .ok());
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+  }
+  // The WAL file is reused from its beginning, never shortened: its size is
+  // the most the WAL held. Half the fallback leaves room for the commits
+  // made while a run is under way, on a loaded machine.
+  struct stat info;
+  ASSERT_EQ(::stat((path_ + "-wal").c_str(), &info), 0);
+  EXPECT_LT(info.st_size, 5000 * (4096 + 24));
 }
 
 TEST_F(StoreTest, OpenFailsInAMissingDirectory) {

@@ -475,8 +475,8 @@ absl::Status WriteConnection::ProbeWritable(const std::string& path,
 }
 
 void WriteConnection::HandOffCheckpoints(
-    std::function<void(int wal_pages)> after_commit, int fallback_pages) {
-  db_.HandOffCheckpoints(std::move(after_commit), fallback_pages);
+    std::function<bool(int wal_pages)> after_commit) {
+  db_.HandOffCheckpoints(std::move(after_commit));
 }
 
 }  // namespace cachewatch

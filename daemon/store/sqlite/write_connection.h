@@ -57,8 +57,7 @@ class WriteConnection {
   absl::Status ProbeWritable(const std::string& path, int64_t headroom_bytes);
 
   // Database::HandOffCheckpoints on this connection.
-  void HandOffCheckpoints(std::function<void(int wal_pages)> after_commit,
-                          int fallback_pages);
+  void HandOffCheckpoints(std::function<bool(int wal_pages)> after_commit);
 
  private:
   explicit WriteConnection(Database db) : db_(std::move(db)) {}
