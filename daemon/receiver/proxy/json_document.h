@@ -8,11 +8,16 @@
 // difference, in type only: "-0" is unsigned 0 here and signed 0 in
 // nlohmann (equal, and written "0" by both).
 //
-// A text simdjson refuses (malformed, invalid UTF-8, an unescaped control
-// character, an integer beyond 64 bits, a leading byte order mark, deeper
-// than 1024) is parsed by nlohmann::json::parse, which returns its value or
-// throws its usual exceptions (json::parse_error, json::out_of_range). So a
-// text parses, or fails, exactly as it does with nlohmann alone.
+// A text that nests more than `max_depth` arrays and objects (the outermost
+// counts as 1) reads as nullopt, whatever else is wrong with it, before
+// anything recurses into it: simdjson bounds the depth as it parses.
+//
+// Any other text simdjson refuses (malformed, invalid UTF-8, an unescaped
+// control character, an integer beyond 64 bits, a leading byte order mark)
+// is parsed by nlohmann::json::parse, after a scan of its depth, and returns
+// its value or throws its usual exceptions (json::parse_error,
+// json::out_of_range). So a text parses, or fails, exactly as it does with
+// nlohmann alone.
 //
 // Memory: while the value is built, simdjson's padded copy of the text and
 // its document live beside it: about 4× the text's size at peak (a 16 MB
@@ -23,11 +28,13 @@
 #define CACHEWATCH_DAEMON_RECEIVER_PROXY_JSON_DOCUMENT_H_
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 
 namespace cachewatch {
 
-nlohmann::json ParseJsonDocument(std::string_view text);
+std::optional<nlohmann::json> ParseJsonDocument(std::string_view text,
+                                                int max_depth);
 
 }  // namespace cachewatch
 

@@ -1,5 +1,6 @@
 #include "daemon/receiver/proxy/json_document.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,13 @@ namespace cachewatch {
 namespace {
 
 using Json = nlohmann::json;
+
+// The request body's bound, as the proxy's reader passes it.
+constexpr int kDepth = 256;
+
+Json Parse(const std::string& text) {
+  return ParseJsonDocument(text, kDepth).value();
+}
 
 // Equal, and of the same type all the way down (nlohmann's == takes signed
 // 1, unsigned 1 and 1.0 for equal; the readers of a body do not).
@@ -36,7 +44,7 @@ void ExpectSameValue(const Json& expected, const Json& actual,
 }
 
 void ExpectParsedAsNlohmannDoes(const std::string& text) {
-  ExpectSameValue(Json::parse(text), ParseJsonDocument(text), text);
+  ExpectSameValue(Json::parse(text), Parse(text), text);
 }
 
 TEST(JsonDocumentTest, ValuesAndTypesAreNlohmanns) {
@@ -66,12 +74,11 @@ TEST(JsonDocumentTest, TextsOnlyNlohmannReadsAreReadAsItDoes) {
   ExpectParsedAsNlohmannDoes(R"({"a":-9223372036854775809})");
   ExpectParsedAsNlohmannDoes("\xef\xbb\xbf{\"a\":1}");  // A byte order mark.
   ExpectParsedAsNlohmannDoes(std::string("{\"a\":1}\0", 8));  // A NUL after.
-  EXPECT_TRUE(ParseJsonDocument(R"({"a":18446744073709551616})")["a"]
-                  .is_number_float());
+  EXPECT_TRUE(Parse(R"({"a":18446744073709551616})")["a"].is_number_float());
 }
 
 TEST(JsonDocumentTest, MinusZeroIsZero) {
-  const Json value = ParseJsonDocument(R"({"a":-0})");
+  const Json value = Parse(R"({"a":-0})");
   EXPECT_EQ(value, Json::parse(R"({"a":-0})"));
   EXPECT_EQ(value.dump(), R"({"a":0})");
 }
@@ -105,14 +112,61 @@ TEST(JsonDocumentTest, MalformedTextsThrowWhatNlohmannThrows) {
       expected = error.what();
     }
     try {
-      const Json parsed = ParseJsonDocument(text);
+      const Json parsed = Parse(text);
       ADD_FAILURE() << "read " << text << " as " << parsed.dump();
     } catch (const Json::parse_error& error) {
       EXPECT_EQ(error.what(), expected) << text;
     }
   }
-  EXPECT_THROW(ParseJsonDocument(R"({"a":1e400})"), Json::out_of_range);
-  EXPECT_THROW(ParseJsonDocument(R"({"a":-1e400})"), Json::out_of_range);
+  EXPECT_THROW(Parse(R"({"a":1e400})"), Json::out_of_range);
+  EXPECT_THROW(Parse(R"({"a":-1e400})"), Json::out_of_range);
+}
+
+std::string NestedArrays(int depth) {
+  return std::string(depth, '[') + std::string(depth, ']');
+}
+
+std::string NestedObjects(int depth) {
+  std::string text;
+  for (int i = 0; i < depth; ++i) text += "{\"a\":";
+  text += "1";
+  return text + std::string(depth, '}');
+}
+
+// A byte order mark sends a text to nlohmann's path.
+constexpr char kByteOrderMark[] = "\xef\xbb\xbf";
+
+// `max_depth` arrays or objects read, one more does not: on simdjson's path
+// and on nlohmann's, and before anything malformed after the deepest point.
+TEST(JsonDocumentTest, TheDepthIsBoundedOnBothPaths) {
+  for (const auto nested : {NestedArrays, NestedObjects}) {
+    for (const std::string prefix : {"", kByteOrderMark}) {
+      SCOPED_TRACE(nested(2) + (prefix.empty() ? "" : " after a BOM"));
+      const std::optional<Json> deepest =
+          ParseJsonDocument(prefix + nested(kDepth), kDepth);
+      ASSERT_TRUE(deepest.has_value());
+      ExpectSameValue(Json::parse(prefix + nested(kDepth)), *deepest, "");
+      EXPECT_FALSE(ParseJsonDocument(prefix + nested(kDepth + 1), kDepth));
+      EXPECT_FALSE(
+          ParseJsonDocument(prefix + nested(kDepth + 1) + "x", kDepth));
+      EXPECT_THROW(ParseJsonDocument(prefix + nested(kDepth) + "x", kDepth),
+                   Json::parse_error);
+    }
+  }
+  EXPECT_TRUE(ParseJsonDocument("[]", 1));
+  EXPECT_FALSE(ParseJsonDocument("[{}]", 1));
+  EXPECT_FALSE(ParseJsonDocument(std::string(kByteOrderMark) + "[{}]", 1));
+}
+
+// Brackets inside strings, escaped quotes among them, are not nesting.
+TEST(JsonDocumentTest, BracketsInStringsAreNotNesting) {
+  const std::string text =
+      "[\"" + std::string(300, '[') + "\\\"" + std::string(300, '{') + "\"]";
+  ExpectParsedAsNlohmannDoes(text);
+  const std::optional<Json> after_mark =
+      ParseJsonDocument(kByteOrderMark + text, kDepth);
+  ASSERT_TRUE(after_mark.has_value());
+  ExpectSameValue(Json::parse(text), *after_mark, text);
 }
 
 // A request body of the size the proxy bench sends (50 tools, 200

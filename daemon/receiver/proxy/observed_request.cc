@@ -50,57 +50,29 @@ constexpr std::array<const char*, 11> kOpenAiOptionKeys = {
 constexpr std::string_view kClaudeCodeCompactionPrefix =
     "This session is being continued from a previous conversation";
 
-// Checks the nesting depth of `text` without parsing it (a deep body would
-// otherwise recurse deeply in the parser's callers).
-absl::Status CheckDepth(std::string_view text) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxRequestBodyDepth) {
-        return Invalid(absl::StrCat("nests deeper than ", kMaxRequestBodyDepth,
-                                    " arrays or objects"));
-      }
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<Json> ParseBody(std::string_view body, size_t max_body_bytes) {
   if (body.size() > max_body_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("request body: ", body.size(), " bytes, more than the ",
                      max_body_bytes, " observed"));
   }
-  CACHEWATCH_RETURN_IF_ERROR(CheckDepth(body));
-  Json root;
+  std::optional<Json> parsed;
   try {
-    root = ParseJsonDocument(body);
+    parsed = ParseJsonDocument(body, kMaxRequestBodyDepth);
   } catch (const Json::parse_error& error) {
     return Invalid(absl::StrCat("malformed JSON at byte ", error.byte));
   } catch (const Json::exception& error) {  // A number out of range.
     return Invalid("malformed JSON: a number is out of range");
   }
-  if (!root.is_object()) {
-    return Invalid(
-        absl::StrCat("is a JSON ", root.type_name(), ", not an object"));
+  if (!parsed) {
+    return Invalid(absl::StrCat("nests deeper than ", kMaxRequestBodyDepth,
+                                " arrays or objects"));
   }
-  return root;
+  if (!parsed->is_object()) {
+    return Invalid(
+        absl::StrCat("is a JSON ", parsed->type_name(), ", not an object"));
+  }
+  return std::move(*parsed);
 }
 
 // The member `key` of `object`; nullptr when absent or null.
