@@ -47,9 +47,14 @@
 namespace cachewatch {
 
 struct CheckpointerOptions {
+  // WAL growth, in pages, that asks for a run (SQLite's automatic checkpoint
+  // threshold; ~4 MiB).
   int threshold_pages = 1000;
+  // From this many pages (~20 MiB), a commit after a run that left at most
+  // `tail_pages` uncopied checkpoints them itself.
   int restart_pages = 5000;
   int tail_pages = 256;
+  // From this many pages (~40 MiB), a commit checkpoints whatever is left.
   int fallback_pages = 10000;
 };
 

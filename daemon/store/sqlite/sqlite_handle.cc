@@ -166,6 +166,11 @@ absl::StatusOr<Database::CheckpointResult> Database::CheckpointPassive() {
                               Prepare("PRAGMA wal_checkpoint(PASSIVE)"));
   CACHEWATCH_ASSIGN_OR_RETURN(bool row, pragma.Step());
   if (!row) return absl::InternalError("wal_checkpoint returned no row");
+  // Busy: another connection's checkpoint is running, and the figures are
+  // -1.
+  if (pragma.Int(0) != 0) {
+    return absl::UnavailableError("checkpoint: another one is running");
+  }
   CheckpointResult result;
   result.wal_frames = static_cast<int>(pragma.Int(1));
   result.checkpointed_frames = static_cast<int>(pragma.Int(2));
@@ -180,8 +185,9 @@ absl::Status Database::SyncDatabaseFile() {
     return absl::FailedPreconditionError("the database file is not open");
   }
   rc = file->pMethods->xSync(file, SQLITE_SYNC_NORMAL);
-  if (rc != SQLITE_OK)
+  if (rc != SQLITE_OK) {
     return StatusFor(rc, "sync the database file", sqlite3_errstr(rc));
+  }
   return absl::OkStatus();
 }
 

@@ -84,7 +84,7 @@ class Database {
     int checkpointed_frames = 0;
   };
   // A PASSIVE checkpoint: copies what it can without waiting for readers or
-  // writers.
+  // writers. Unavailable when another connection's checkpoint is running.
   absl::StatusOr<CheckpointResult> CheckpointPassive();
 
   // Flushes the database file (not its WAL) to the disk, as a checkpoint
