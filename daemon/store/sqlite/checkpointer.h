@@ -28,8 +28,13 @@
 // finds `fallback_pages` or more (the checkpointer falling behind) checkpoints
 // whatever is left, so the WAL cannot grow without bound.
 //
-// Thread-safe: AfterCommit() may be called from any thread and never blocks
-// on a checkpoint.
+// A commit is told kTail only while no run is under way, and no run starts
+// before the next commit asks for one: its checkpoint has no other beside it,
+// which would make it copy nothing.
+//
+// Thread-safe: AfterCommit() never blocks on a checkpoint. It is called by
+// the one writing connection after each of its commits, so kTail's promise
+// holds until that connection's next call.
 #ifndef CACHEWATCH_DAEMON_STORE_SQLITE_CHECKPOINTER_H_
 #define CACHEWATCH_DAEMON_STORE_SQLITE_CHECKPOINTER_H_
 
@@ -62,6 +67,12 @@ struct CheckpointerStats {
   // Run on the checkpointer's connection. One that fails (an I/O error)
   // leaves the WAL for the next; the commits themselves report such errors.
   int64_t checkpoints = 0;
+  // Run by commits told kTail or kFallback, and of those, the ones that
+  // found another checkpoint running and copied nothing.
+  int64_t commit_checkpoints = 0;
+  int64_t busy_commit_checkpoints = 0;
+  // Times a commit found the WAL started again from its beginning.
+  int64_t wal_restarts = 0;
 };
 
 // What a commit is to do about the WAL it leaves.
@@ -91,6 +102,10 @@ class Checkpointer {
   // that the commit is to checkpoint itself (see above).
   CommitCheckpoint AfterCommit(int wal_pages);
 
+  // The commit told kTail or kFallback checkpointed; `busy`: that checkpoint
+  // found another running and copied nothing.
+  void CommitCheckpointed(bool busy);
+
   CheckpointerStats stats() const;
 
  private:
@@ -103,9 +118,12 @@ class Checkpointer {
   mutable std::mutex mu_;
   std::condition_variable wanted_changed_;
   bool wanted_ = false;  // Guarded by mu_.
-  // The WAL's pages when the last checkpoint was asked for.
-  int asked_at_pages_ = 0;  // Guarded by mu_.
-  // The last run's result, until the next commit has seen it.
+  // The WAL's pages when the last checkpoint was asked for, and after the
+  // last commit.
+  int asked_at_pages_ = 0;     // Guarded by mu_.
+  int last_commit_pages_ = 0;  // Guarded by mu_.
+  // The last run's result, until the next commit has seen it or the next
+  // run starts.
   bool ran_ = false;                     // Guarded by mu_.
   Database::CheckpointResult last_run_;  // Guarded by mu_.
   bool closing_ = false;                 // Guarded by mu_.

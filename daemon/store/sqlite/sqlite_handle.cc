@@ -141,8 +141,10 @@ bool Database::InTransaction() const { return !sqlite3_get_autocommit(db_); }
 int64_t Database::Changes() const { return sqlite3_changes64(db_); }
 
 void Database::HandOffCheckpoints(
-    std::function<bool(int wal_pages)> after_commit) {
-  wal_hook_ = std::make_unique<WalHook>(WalHook{std::move(after_commit)});
+    std::function<bool(int wal_pages)> after_commit,
+    std::function<void(bool busy)> checkpointed) {
+  wal_hook_ = std::make_unique<WalHook>(
+      WalHook{std::move(after_commit), std::move(checkpointed)});
   // Replaces the automatic checkpoint, which is itself a WAL hook.
   sqlite3_wal_hook(db_, &Database::OnWalCommit, wal_hook_.get());
 }
@@ -151,9 +153,10 @@ int Database::OnWalCommit(void* hook, sqlite3* db, const char* schema,
                           int wal_pages) {
   const WalHook& wal_hook = *static_cast<const WalHook*>(hook);
   if (wal_hook.after_commit(wal_pages)) {
-    // As the automatic checkpoint does. Its failure (a reader still on old
-    // pages) leaves the WAL for a later try, as SQLite's does.
-    sqlite3_wal_checkpoint(db, schema);
+    // As the automatic checkpoint does. One that copies part of the WAL (a
+    // reader still on old pages) or none of it (another connection's
+    // checkpoint running) leaves the rest for a later try, as SQLite's does.
+    wal_hook.checkpointed(sqlite3_wal_checkpoint(db, schema) == SQLITE_BUSY);
   }
   return SQLITE_OK;
 }
@@ -169,7 +172,9 @@ absl::StatusOr<Database::CheckpointResult> Database::CheckpointPassive() {
   // Busy: another connection's checkpoint is running, and the figures are
   // -1.
   if (pragma.Int(0) != 0) {
-    return absl::UnavailableError("checkpoint: another one is running");
+    return absl::UnavailableError(
+        "checkpoint: busy (the WAL's locks held by another checkpoint, or "
+        "briefly by a commit)");
   }
   CheckpointResult result;
   result.wal_frames = static_cast<int>(pragma.Int(1));

@@ -73,9 +73,11 @@ class Database {
   // the committing thread; instead, `after_commit` is called there after
   // every commit with the pages now in the WAL (it must not block) and
   // returns whether this commit should checkpoint the WAL itself, which it
-  // then does (PASSIVE) before the COMMIT returns; other checkpoints are left
-  // to another connection.
-  void HandOffCheckpoints(std::function<bool(int wal_pages)> after_commit);
+  // then does (PASSIVE) before the COMMIT returns, telling `checkpointed`
+  // whether that checkpoint found another connection's running (busy) and
+  // copied nothing; other checkpoints are left to another connection.
+  void HandOffCheckpoints(std::function<bool(int wal_pages)> after_commit,
+                          std::function<void(bool busy)> checkpointed);
 
   // Frames of the WAL, and of them those now in the database file, after a
   // checkpoint.
@@ -94,6 +96,7 @@ class Database {
  private:
   struct WalHook {
     std::function<bool(int wal_pages)> after_commit;
+    std::function<void(bool busy)> checkpointed;
   };
   static int OnWalCommit(void* hook, sqlite3* db, const char* schema,
                          int wal_pages);

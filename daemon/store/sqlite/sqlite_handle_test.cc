@@ -140,16 +140,21 @@ TEST_F(WalTest, ACommitCheckpointsOnlyWhenItsHookSaysSo) {
   Database db = OpenFile();
   std::vector<int> pages;
   bool checkpoint = false;
-  db.HandOffCheckpoints([&](int wal_pages) {
-    pages.push_back(wal_pages);
-    return std::exchange(checkpoint, false);
-  });
+  std::vector<bool> checkpoints_busy;
+  db.HandOffCheckpoints(
+      [&](int wal_pages) {
+        pages.push_back(wal_pages);
+        return std::exchange(checkpoint, false);
+      },
+      [&](bool busy) { checkpoints_busy.push_back(busy); });
   while (pages.empty() || pages.back() < 1200) Insert(db);
   for (size_t i = 1; i < pages.size(); ++i) {
     ASSERT_GT(pages[i], pages[i - 1]) << "commit " << i;
   }
+  EXPECT_TRUE(checkpoints_busy.empty());
   checkpoint = true;
   Insert(db);
+  EXPECT_EQ(checkpoints_busy, std::vector<bool>{false});
   const int before = pages.back();
   Insert(db);
   EXPECT_LT(pages.back(), 10) << "after " << before;
@@ -159,7 +164,7 @@ TEST_F(WalTest, ACommitCheckpointsOnlyWhenItsHookSaysSo) {
 // copied; the database file's sync then succeeds.
 TEST_F(WalTest, APassiveCheckpointReportsWhatItCopied) {
   Database writer = OpenFile();
-  writer.HandOffCheckpoints([](int) { return false; });
+  writer.HandOffCheckpoints([](int) { return false; }, [](bool) {});
   for (int i = 0; i < 20; ++i) Insert(writer);
   absl::StatusOr<Database> other =
       Database::Open(dir_.File("wal.db"), /*create=*/false);

@@ -53,6 +53,9 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
         const CommitCheckpoint action = checkpointer->AfterCommit(wal_pages);
         return action == CommitCheckpoint::kTail ||
                action == CommitCheckpoint::kFallback;
+      },
+      [checkpointer = checkpointer.get()](bool busy) {
+        checkpointer->CommitCheckpointed(busy);
       });
   return std::unique_ptr<SqliteStore>(
       new SqliteStore(options, std::move(writer), std::move(reader),
@@ -188,6 +191,10 @@ StoreStats SqliteStore::stats() const {
   StoreStats stats = queue_.stats();
   stats.checkpoints = checkpointer_->stats().checkpoints;
   return stats;
+}
+
+CheckpointerStats SqliteStore::checkpointer_stats() const {
+  return checkpointer_->stats();
 }
 
 absl::Status SqliteStore::ProbeWritable() {

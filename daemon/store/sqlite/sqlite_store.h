@@ -141,6 +141,8 @@ class SqliteStore final : public RecordStore, public BreakQueries {
 
   size_t queued_records() const override;
   StoreStats stats() const override;
+  // The WAL's checkpoints in detail (stats().checkpoints is their runs).
+  CheckpointerStats checkpointer_stats() const;
 
   // For tests: caps the file at `pages` database pages (PRAGMA
   // max_page_count on the write connection), so that writes needing more

@@ -475,8 +475,9 @@ absl::Status WriteConnection::ProbeWritable(const std::string& path,
 }
 
 void WriteConnection::HandOffCheckpoints(
-    std::function<bool(int wal_pages)> after_commit) {
-  db_.HandOffCheckpoints(std::move(after_commit));
+    std::function<bool(int wal_pages)> after_commit,
+    std::function<void(bool busy)> checkpointed) {
+  db_.HandOffCheckpoints(std::move(after_commit), std::move(checkpointed));
 }
 
 }  // namespace cachewatch

@@ -57,7 +57,8 @@ class WriteConnection {
   absl::Status ProbeWritable(const std::string& path, int64_t headroom_bytes);
 
   // Database::HandOffCheckpoints on this connection.
-  void HandOffCheckpoints(std::function<bool(int wal_pages)> after_commit);
+  void HandOffCheckpoints(std::function<bool(int wal_pages)> after_commit,
+                          std::function<void(bool busy)> checkpointed);
 
  private:
   explicit WriteConnection(Database db) : db_(std::move(db)) {}
