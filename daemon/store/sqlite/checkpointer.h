@@ -28,12 +28,15 @@
 // finds `fallback_pages` or more (the checkpointer falling behind) checkpoints
 // whatever is left, so the WAL cannot grow without bound.
 //
-// A commit is told kTail only while no run is under way, and no run starts
-// before the next commit asks for one: its checkpoint has no other beside it,
-// which would make it copy nothing.
+// A commit is told kTail or kFallback only while no run is under way, and no
+// run starts before that commit's next call: a run beside the commit's
+// checkpoint would make it copy nothing (a third of the tails did, and under
+// steady commits nearly every fallback, the WAL growing on past it). So
+// after a run, the next run waits for the commit that is to see its figures
+// (at most 100 ms), and a commit that checkpoints cancels a run asked for.
 //
 // Thread-safe: AfterCommit() never blocks on a checkpoint. It is called by
-// the one writing connection after each of its commits, so kTail's promise
+// the one writing connection after each of its commits, so the promise above
 // holds until that connection's next call.
 #ifndef CACHEWATCH_DAEMON_STORE_SQLITE_CHECKPOINTER_H_
 #define CACHEWATCH_DAEMON_STORE_SQLITE_CHECKPOINTER_H_
@@ -125,6 +128,7 @@ class Checkpointer {
   // The last run's result, until the next commit has seen it or the next
   // run starts.
   bool ran_ = false;                     // Guarded by mu_.
+  bool running_ = false;                 // Guarded by mu_.
   Database::CheckpointResult last_run_;  // Guarded by mu_.
   bool closing_ = false;                 // Guarded by mu_.
   CheckpointerStats stats_;              // Guarded by mu_.

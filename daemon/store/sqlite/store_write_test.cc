@@ -660,7 +660,8 @@ TEST_F(StoreTest, CheckpointerAsksOncePerThresholdOfWalGrowth) {
 
 // After each of the checkpointer's runs, the next commit is told to
 // checkpoint the WAL itself when the WAL holds restart_pages or more and the
-// run left at most tail_pages of it uncopied; at fallback_pages, always.
+// run left at most tail_pages of it uncopied; at fallback_pages, whenever no
+// run is under way.
 TEST_F(StoreTest, ACommitAfterTheCheckpointersRunCheckpointsASmallTail) {
   std::unique_ptr<SqliteStore> store = OpenStore();
   for (int i = 0; i < 100; ++i) {  // At least a WAL frame each.
@@ -717,6 +718,7 @@ TEST_F(StoreTest, ACommitAfterTheCheckpointersRunCheckpointsASmallTail) {
   ASSERT_TRUE(fallback.ok()) << fallback.status();
   EXPECT_EQ((*fallback)->AfterCommit(4999),
             CommitCheckpoint::kAskedCheckpointer);
+  WaitForCheckpoints(**fallback, 0);  // Not while that run is under way.
   EXPECT_EQ((*fallback)->AfterCommit(5000), CommitCheckpoint::kFallback);
 }
 
@@ -753,6 +755,51 @@ TEST_F(StoreTest, SteadyCommitsRestartTheWalBeforeItsFallback) {
   // A tail's checkpoint copies the WAL whole (nothing reads beside), and the
   // next commit restarts it.
   EXPECT_GE(stats.wal_restarts, stats.commit_checkpoints - 1);
+}
+
+// A commit that finds the WAL at fallback_pages checkpoints it with no run
+// beside (one would make it copy nothing, and the WAL grow on past the
+// fallback), and the WAL restarts.
+TEST_F(StoreTest, FallbackCheckpointsHaveNoRunBeside) {
+  StoreOptions options = Options();
+  options.checkpoints.threshold_pages = 100;
+  options.checkpoints.restart_pages = 1 << 30;  // No tails.
+  options.checkpoints.fallback_pages = 300;
+  std::unique_ptr<SqliteStore> store = OpenStore(options);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int i = 0; store->checkpointer_stats().commit_checkpoints < 20; ++i) {
+    ASSERT_TRUE(
+        store->Write({Classified(Key(), absl::StrCat("r", i), v1::VERDICT_OK)})
+            .ok());
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+  }
+  const CheckpointerStats stats = store->checkpointer_stats();
+  EXPECT_EQ(stats.busy_commit_checkpoints, 0);
+  EXPECT_GE(stats.wal_restarts, stats.commit_checkpoints - 1);
+}
+
+// With a run asked for after every commit, the runs would follow each other
+// with no moment between them for a commit's own checkpoint: the next run
+// waits for the commit that sees the last one's figures, and the WAL
+// restarts at the fallback.
+TEST_F(StoreTest, BackToBackRunsLeaveTheFallbackItsCommit) {
+  StoreOptions options = Options();
+  options.checkpoints.threshold_pages = 1;
+  options.checkpoints.restart_pages = 1 << 30;  // No tails.
+  options.checkpoints.fallback_pages = 300;
+  std::unique_ptr<SqliteStore> store = OpenStore(options);
+  for (int i = 0; i < 4000; ++i) {
+    ASSERT_TRUE(
+        store->Write({Classified(Key(), absl::StrCat("r", i), v1::VERDICT_OK)})
+            .ok());
+  }
+  const CheckpointerStats stats = store->checkpointer_stats();
+  // About 18,000 pages, 60 times the fallback: the WAL restarted at it
+  // after most runs (with no wait, never: 0 or 1 restarts, and the WAL grew
+  // to 22,000 pages).
+  EXPECT_GE(stats.wal_restarts, 5);
+  EXPECT_EQ(stats.busy_commit_checkpoints, 0);
 }
 
 TEST_F(StoreTest, OpenFailsInAMissingDirectory) {
