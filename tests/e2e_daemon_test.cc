@@ -3,7 +3,9 @@
 #include <google/protobuf/descriptor.pb.h>
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -217,6 +219,16 @@ const ReasonScenario kScenarios[] = {
     {"ttl_expired", [](v1::Snapshot&, v1::Snapshot&) {}, 400},
     {"likely_provider_eviction", [](v1::Snapshot&, v1::Snapshot&) {}, 60},
 };
+
+// The test helper's Suspend() says how a daemon that ended instead of
+// stopping ended (errno says nothing then).
+TEST_F(DaemonTest, SuspendingADaemonThatEndedSaysHow) {
+  ASSERT_EQ(kill(daemon_.pid(), SIGKILL), 0);
+  bool suspended = true;
+  EXPECT_NONFATAL_FAILURE(suspended = daemon_.Suspend(),
+                          "was killed by signal 9 instead of stopping");
+  EXPECT_FALSE(suspended);
+}
 
 TEST_F(DaemonTest, EveryReasonReachesTheDatabaseAndTheMetrics) {
   for (const ReasonScenario& scenario : kScenarios) {

@@ -100,11 +100,25 @@ int DaemonProcess::Stop() {
 }
 
 bool DaemonProcess::Suspend() {
+  if (pid_ <= 0) {
+    ADD_FAILURE() << "cannot stop cachewatchd: it is not running";
+    return false;
+  }
   int status = 0;
-  if (pid_ <= 0 || kill(pid_, SIGSTOP) != 0 ||
-      waitpid(pid_, &status, WUNTRACED) != pid_ || !WIFSTOPPED(status)) {
+  if (kill(pid_, SIGSTOP) != 0 || waitpid(pid_, &status, WUNTRACED) != pid_) {
     ADD_FAILURE() << "cannot stop cachewatchd " << pid_ << ": "
                   << std::strerror(errno);
+    return false;
+  }
+  if (!WIFSTOPPED(status)) {
+    // errno says nothing here: the daemon ended before the signal reached it.
+    if (WIFEXITED(status)) {
+      ADD_FAILURE() << "cachewatchd " << pid_ << " exited with status "
+                    << WEXITSTATUS(status) << " instead of stopping";
+    } else {
+      ADD_FAILURE() << "cachewatchd " << pid_ << " was killed by signal "
+                    << WTERMSIG(status) << " instead of stopping";
+    }
     return false;
   }
   return true;
