@@ -169,8 +169,8 @@ absl::StatusOr<Database::CheckpointResult> Database::CheckpointPassive() {
                               Prepare("PRAGMA wal_checkpoint(PASSIVE)"));
   CACHEWATCH_ASSIGN_OR_RETURN(bool row, pragma.Step());
   if (!row) return absl::InternalError("wal_checkpoint returned no row");
-  // Busy: another connection's checkpoint is running, and the figures are
-  // -1.
+  // Busy: the WAL's locks are held (another connection's checkpoint, or a
+  // commit for a moment), and the figures are -1.
   if (pragma.Int(0) != 0) {
     return absl::UnavailableError(
         "checkpoint: busy (the WAL's locks held by another checkpoint, or "

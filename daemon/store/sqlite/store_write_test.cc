@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -722,6 +723,18 @@ TEST_F(StoreTest, ACommitAfterTheCheckpointersRunCheckpointsASmallTail) {
   EXPECT_EQ((*fallback)->AfterCommit(5000), CommitCheckpoint::kFallback);
 }
 
+// Commits one record at a time until `done` (60 s at most).
+void CommitUntil(SqliteStore& store, const std::function<bool()>& done) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int i = 0; !done(); ++i) {
+    ASSERT_TRUE(
+        store.Write({Classified(Key(), absl::StrCat("r", i), v1::VERDICT_OK)})
+            .ok());
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+  }
+}
+
 // Under steady commits, a commit checkpoints the tail after each of the
 // checkpointer's runs once the WAL holds restart_pages, with no run beside
 // it (one made it copy nothing, a third of the time), and the WAL restarts
@@ -736,14 +749,7 @@ TEST_F(StoreTest, SteadyCommitsRestartTheWalBeforeItsFallback) {
   std::unique_ptr<SqliteStore> store = OpenStore(options);
   // About 12,000 pages in all: 100 for each run, or more where commits
   // outpace the runs.
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (int i = 0; store->stats().checkpoints < 120; ++i) {
-    ASSERT_TRUE(
-        store->Write({Classified(Key(), absl::StrCat("r", i), v1::VERDICT_OK)})
-            .ok());
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
-  }
+  CommitUntil(*store, [&] { return store->stats().checkpoints >= 120; });
   const CheckpointerStats stats = store->checkpointer_stats();
   // The WAL restarts after a tail's checkpoint, or after a run that copied
   // all of it (commits slower than runs): about once per five runs (500
@@ -766,14 +772,9 @@ TEST_F(StoreTest, FallbackCheckpointsHaveNoRunBeside) {
   options.checkpoints.restart_pages = 1 << 30;  // No tails.
   options.checkpoints.fallback_pages = 300;
   std::unique_ptr<SqliteStore> store = OpenStore(options);
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (int i = 0; store->checkpointer_stats().commit_checkpoints < 20; ++i) {
-    ASSERT_TRUE(
-        store->Write({Classified(Key(), absl::StrCat("r", i), v1::VERDICT_OK)})
-            .ok());
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
-  }
+  CommitUntil(*store, [&] {
+    return store->checkpointer_stats().commit_checkpoints >= 20;
+  });
   const CheckpointerStats stats = store->checkpointer_stats();
   EXPECT_EQ(stats.busy_commit_checkpoints, 0);
   EXPECT_GE(stats.wal_restarts, stats.commit_checkpoints - 1);
