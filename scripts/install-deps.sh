@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git ca-certificates
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
-  libxxhash-dev libsqlite3-dev sqlite3
+  libxxhash-dev libsqlite3-dev sqlite3 libgoogle-perftools-dev
   libpq-dev postgresql-15
   prometheus-cpp-dev libcurl4-openssl-dev zlib1g-dev libboost-dev libssl-dev
   nlohmann-json3-dev libsimdjson-dev libcli11-dev libyaml-cpp-dev
