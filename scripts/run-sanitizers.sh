@@ -6,7 +6,8 @@
 #         but for the million-lanes memory test, whose daemon must be the
 #         uninstrumented one (ASan's allocator and quarantine would be what
 #         it measures): in the same CTest run, that test's daemon is
-#         $BUILD/daemon/cachewatchd (tests/memory_test_daemon.cmake).
+#         $BUILD/daemon/cachewatchd (tests/memory_test_daemon.cmake), which
+#         the ctest cachewatchd_links_tcmalloc also checks runs on tcmalloc.
 #   tsan  the concurrent parts: lane trackers and ingest pipeline
 #         (pipeline_test), exporters (exporter_test, break_hub_test), store
 #         (store_test), reporter (reporter_test),
