@@ -3,7 +3,7 @@
 # libtcmalloc-minimal4 at run time) instead of glibc's malloc. The daemon
 # allocates and frees a handful of objects per record on several threads
 # (gRPC buffers, protobuf messages, the store's rows); with tcmalloc its CPU
-# per record fell by 1-15 % depending on the row, and its peak resident set
+# per record fell by 0-15 % depending on the row, and its peak resident set
 # rose by ~10 MiB (docs/PERFORMANCE.md, round 20). Only cachewatchd links
 # it: the libraries, tests, CLI and clients keep the system allocator, and a
 # build with sanitizers or fuzzers (whose runtimes replace malloc
