@@ -140,6 +140,14 @@ bool Database::InTransaction() const { return !sqlite3_get_autocommit(db_); }
 
 int64_t Database::Changes() const { return sqlite3_changes64(db_); }
 
+absl::StatusOr<uint32_t> Database::DataVersion() const {
+  unsigned int version = 0;
+  const int rc =
+      sqlite3_file_control(db_, "main", SQLITE_FCNTL_DATA_VERSION, &version);
+  if (rc != SQLITE_OK) return Error(rc, "data version");
+  return version;
+}
+
 void Database::HandOffCheckpoints(
     std::function<bool(int wal_pages)> after_commit,
     std::function<void(bool busy)> checkpointed) {

@@ -68,6 +68,12 @@ class Database {
   // Rows inserted, updated or deleted by the last statement.
   int64_t Changes() const;
 
+  // The file's data version as this connection last saw it
+  // (SQLITE_FCNTL_DATA_VERSION): it changes with this connection's own
+  // commits, and with any other connection's once this one starts a
+  // transaction after them. A C call, no statement.
+  absl::StatusOr<uint32_t> DataVersion() const;
+
   // Takes WAL checkpoints off this connection's commits. SQLite's automatic
   // checkpoint runs inside the COMMIT that takes the WAL past 1000 pages, on
   // the committing thread; instead, `after_commit` is called there after

@@ -264,24 +264,51 @@ TEST_F(StoreTest, AWholeTurnInOneBatchIsStoredAsItsRecordsSay) {
 
 // The connection remembers which lists are stored and skips their upsert;
 // a list retention deleted is stored again by the next snapshot sending it.
-TEST_F(StoreTest, AToolListRetentionDeletedIsStoredAgain) {
-  std::unique_ptr<SqliteStore> store = OpenStore();
-  const LaneKey key = Key();
-  auto write = [&](const std::string& request_id, int64_t time_us) {
-    return store->Write(
-        {SnapshotWrite{key, std::make_shared<const v1::Snapshot>(
-                                FullSnapshot(key, request_id, time_us))}});
-  };
-  ASSERT_TRUE(write("r0", kT0).ok());
-  ASSERT_TRUE(write("r1", kT0 + kSecond).ok());
-  absl::StatusOr<int64_t> deleted = store->DeleteOlderThan(kT0 + 2 * kSecond);
-  ASSERT_TRUE(deleted.ok()) << deleted.status();
-  ASSERT_EQ(CountRows("tool_lists"), 0);
+class ToolListRetentionTest : public StoreTest {
+ protected:
+  // `writer` stores two turns of one list; `retention` deletes them and the
+  // list; `writer`'s next turn with that list must store it again, so that
+  // no turn references a missing list.
+  void DeleteThenWriteAgain(SqliteStore& writer, SqliteStore& retention) {
+    const LaneKey key = Key();
+    auto write = [&](const std::string& request_id, int64_t time_us) {
+      return writer.Write(
+          {SnapshotWrite{key, std::make_shared<const v1::Snapshot>(
+                                  FullSnapshot(key, request_id, time_us))}});
+    };
+    ASSERT_TRUE(write("r0", kT0).ok());
+    ASSERT_TRUE(write("r1", kT0 + kSecond).ok());  // The list is known now.
+    absl::StatusOr<int64_t> deleted =
+        retention.DeleteOlderThan(kT0 + 2 * kSecond);
+    ASSERT_TRUE(deleted.ok()) << deleted.status();
+    ASSERT_EQ(CountRows("tool_lists"), 0);
+    // The writer does not enforce foreign keys, so no cascade: retention
+    // deletes a list's entries itself.
+    ASSERT_EQ(CountRows("tool_list_entries"), 0);
 
-  ASSERT_TRUE(write("r2", kT0 + 3 * kSecond).ok());
-  EXPECT_EQ(CountRows("turns"), 1);
-  EXPECT_EQ(CountRows("tool_lists"), 1);
-  EXPECT_EQ(CountRows("tool_list_entries"), 3);
+    ASSERT_TRUE(write("r2", kT0 + 3 * kSecond).ok());
+    EXPECT_EQ(CountRows("turns"), 1);
+    EXPECT_EQ(CountRows("tool_lists"), 1);
+    EXPECT_EQ(CountRows("tool_list_entries"), 3);
+    EXPECT_EQ(QueryInt("SELECT count(*) FROM pragma_foreign_key_check"), 0);
+  }
+};
+
+TEST_F(ToolListRetentionTest, AToolListRetentionDeletedIsStoredAgain) {
+  std::unique_ptr<SqliteStore> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  DeleteThenWriteAgain(*store, *store);
+}
+
+// Two daemons on one file: the list the first remembers as stored was
+// deleted by the second's retention.
+TEST_F(ToolListRetentionTest,
+       AToolListAnotherWritersRetentionDeletedIsStoredAgain) {
+  std::unique_ptr<SqliteStore> first = OpenStore();
+  std::unique_ptr<SqliteStore> second = OpenStore();
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  DeleteThenWriteAgain(*first, *second);
 }
 
 // With the optional extra delay (--group-commit-us), concurrent writers wait

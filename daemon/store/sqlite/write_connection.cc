@@ -33,11 +33,18 @@ DELETE FROM prompt_cache_breaks WHERE break_id IN (
   SELECT break_id FROM prompt_cache_breaks
   WHERE request_time_us < :cutoff_us LIMIT :limit))sql";
 
+// Returns the lists it deleted, whose entries go next (kDeleteToolEntries):
+// the writer runs without foreign-key enforcement, so the schema's ON DELETE
+// CASCADE does not act (see Open).
 constexpr const char* kDeleteToolLists = R"sql(
 DELETE FROM tool_lists WHERE list_hash IN (
   SELECT list_hash FROM tool_lists AS l
   WHERE NOT EXISTS (SELECT 1 FROM turns WHERE tool_list_hash = l.list_hash)
-  LIMIT :limit))sql";
+  LIMIT :limit)
+RETURNING list_hash)sql";
+
+constexpr const char* kDeleteToolEntries = R"sql(
+DELETE FROM tool_list_entries WHERE list_hash = :list_hash)sql";
 
 void BindKey(Statement& statement, const LaneKey& key,
              const std::string& request_id) {
@@ -165,7 +172,19 @@ absl::StatusOr<std::unique_ptr<WriteConnection>> WriteConnection::Open(
   CACHEWATCH_RETURN_IF_ERROR(d.Exec(synchronous_full
                                         ? "PRAGMA synchronous = FULL"
                                         : "PRAGMA synchronous = NORMAL"));
-  CACHEWATCH_RETURN_IF_ERROR(d.Exec("PRAGMA foreign_keys = ON"));
+  // Foreign keys are not enforced on this connection. With enforcement, every
+  // upsert of a turn carries code to look its tool list up in tool_lists
+  // (up to three lookups: the inserted row, an updated row's old and new
+  // list) and SQLite's bookkeeping of constraint counters, which cost ~10 % of
+  // the CPU per record under 4 Record streams (docs/PERFORMANCE.md, round
+  // 21). The references stay whole by construction: a batch interns every
+  // snapshot's list before its turns, in the same transaction
+  // (InternToolList); retention deletes a list only when no turn references
+  // it, and its entries with it (DeleteOlderBatch); and the lists this
+  // connection remembers as stored are forgotten when another connection
+  // commits (ForgetToolListsIfOthersCommitted), as another daemon's retention
+  // may have deleted one.
+  CACHEWATCH_RETURN_IF_ERROR(d.Exec("PRAGMA foreign_keys = OFF"));
   CACHEWATCH_RETURN_IF_ERROR(Migrate(d));
   CACHEWATCH_RETURN_IF_ERROR(connection->PrepareStatements());
   return connection;
@@ -186,7 +205,9 @@ absl::Status WriteConnection::PrepareStatements() {
   CACHEWATCH_RETURN_IF_ERROR(PrepareInto(db_, kInsertBreak, insert_break_));
   CACHEWATCH_RETURN_IF_ERROR(PrepareInto(db_, kDeleteTurns, delete_turns_));
   CACHEWATCH_RETURN_IF_ERROR(PrepareInto(db_, kDeleteBreaks, delete_breaks_));
-  return PrepareInto(db_, kDeleteToolLists, delete_tool_lists_);
+  CACHEWATCH_RETURN_IF_ERROR(
+      PrepareInto(db_, kDeleteToolLists, delete_tool_lists_));
+  return PrepareInto(db_, kDeleteToolEntries, delete_tool_entries_);
 }
 
 absl::Status WriteConnection::Commit(
@@ -196,6 +217,7 @@ absl::Status WriteConnection::Commit(
   if (db_.InTransaction()) db_.Exec("ROLLBACK").IgnoreError();
   interned_tool_lists_.clear();
   absl::Status status = ApplyInTransaction(units, now_us);
+  if (status.ok()) status = RememberDataVersion();
   if (!status.ok()) {
     stored_tool_lists_.clear();
     return status;
@@ -214,6 +236,7 @@ absl::Status WriteConnection::ApplyInTransaction(
     const std::vector<const std::vector<StoreWrite>*>& units, int64_t now_us) {
   Transaction transaction(db_);
   CACHEWATCH_RETURN_IF_ERROR(transaction.Begin("BEGIN IMMEDIATE"));
+  CACHEWATCH_RETURN_IF_ERROR(ForgetToolListsIfOthersCommitted());
   // The records merged per turn, in the order that keeps every record's
   // effect; every snapshot's tool list interned on the way, in record order
   // (a retried snapshot's too, as its own upsert did).
@@ -261,6 +284,22 @@ absl::Status WriteConnection::ApplyInTransaction(
         InsertBreak(write->key, write->classification.cache_break()));
   }
   return transaction.Commit();
+}
+
+absl::Status WriteConnection::ForgetToolListsIfOthersCommitted() {
+  CACHEWATCH_ASSIGN_OR_RETURN(const uint32_t version, db_.DataVersion());
+  if (!data_version_after_commit_.has_value() ||
+      version != *data_version_after_commit_) {
+    stored_tool_lists_.clear();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteConnection::RememberDataVersion() {
+  data_version_after_commit_.reset();
+  CACHEWATCH_ASSIGN_OR_RETURN(const uint32_t version, db_.DataVersion());
+  data_version_after_commit_ = version;
+  return absl::OkStatus();
 }
 
 absl::Status WriteConnection::InternToolList(const std::string& list_hash,
@@ -417,15 +456,26 @@ absl::StatusOr<int64_t> WriteConnection::DeleteOlderBatch(int64_t cutoff_us,
     CACHEWATCH_RETURN_IF_ERROR(statement->Run());
     deleted += db_.Changes();
   }
+  std::vector<std::string> deleted_lists;
   {
     StatementReset reset(delete_tool_lists_);
     delete_tool_lists_.BindInt(":limit", limit);
-    CACHEWATCH_RETURN_IF_ERROR(delete_tool_lists_.Run());
-    // A deleted list must be inserted again by the next snapshot sending it.
-    if (db_.Changes() > 0) stored_tool_lists_.clear();
-    deleted += db_.Changes();
+    while (true) {
+      CACHEWATCH_ASSIGN_OR_RETURN(bool row, delete_tool_lists_.Step());
+      if (!row) break;
+      deleted_lists.emplace_back(delete_tool_lists_.Text(0));
+    }
   }
+  for (const std::string& list_hash : deleted_lists) {
+    StatementReset reset(delete_tool_entries_);
+    delete_tool_entries_.BindText(":list_hash", list_hash);
+    CACHEWATCH_RETURN_IF_ERROR(delete_tool_entries_.Run());
+  }
+  // A deleted list must be inserted again by the next snapshot sending it.
+  if (!deleted_lists.empty()) stored_tool_lists_.clear();
+  deleted += static_cast<int64_t>(deleted_lists.size());
   CACHEWATCH_RETURN_IF_ERROR(transaction.Commit());
+  CACHEWATCH_RETURN_IF_ERROR(RememberDataVersion());
   return deleted;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -26,7 +27,8 @@ namespace cachewatch {
 class WriteConnection {
  public:
   // Opens the database at `path`, creating it (mode 0600) when missing;
-  // sets WAL, synchronous FULL or NORMAL, foreign keys and a busy timeout;
+  // sets WAL, synchronous FULL or NORMAL and a busy timeout, foreign keys
+  // not enforced (the connection keeps the references whole itself);
   // migrates the schema; prepares the statements. FailedPrecondition when
   // the file's schema is newer than this build's.
   static absl::StatusOr<std::unique_ptr<WriteConnection>> Open(
@@ -76,6 +78,12 @@ class WriteConnection {
   // whether the turn took it.
   absl::Status ApplyBreak(const ClassificationWrite& write, int64_t now_us,
                           bool& took);
+  // Inside a transaction: forgets the stored tool lists unless the data
+  // version is still the one after this connection's last commit (another
+  // connection committed since, or that commit's version is unknown).
+  absl::Status ForgetToolListsIfOthersCommitted();
+  // After each of this connection's commits.
+  absl::Status RememberDataVersion();
   absl::Status InternToolList(const std::string& list_hash,
                               const v1::Snapshot& snapshot);
   absl::Status InsertBreak(const LaneKey& key,
@@ -94,12 +102,16 @@ class WriteConnection {
   Statement delete_turns_;
   Statement delete_breaks_;
   Statement delete_tool_lists_;
+  Statement delete_tool_entries_;
   // The tool lists known to be stored (by list hash), so that a snapshot
   // whose list is among them skips the tool_lists upsert: the lists this
-  // connection committed or found stored. Forgotten whenever a commit fails
-  // or retention deletes a list; at most kMaxKnownToolLists are kept.
+  // connection committed or found stored. Forgotten whenever a commit fails,
+  // retention deletes a list or another connection committed (its retention
+  // may have deleted one); at most kMaxKnownToolLists are kept.
   static constexpr size_t kMaxKnownToolLists = 4096;
   std::unordered_set<std::string> stored_tool_lists_;
+  // The file's data version right after this connection's last commit.
+  std::optional<uint32_t> data_version_after_commit_;
   // Lists interned by the open transaction, known once it commits.
   std::vector<std::string> interned_tool_lists_;
 };
