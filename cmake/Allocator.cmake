@@ -7,10 +7,9 @@
 # rose by ~10 MiB (docs/PERFORMANCE.md, round 20). The HTTP proxy's observer
 # went the other way, ~15 % more CPU per observed exchange (docs/PROXY.md,
 # "On tcmalloc"): a daemon that mostly proxies may build with it OFF. Only
-# cachewatchd links
-# it: the libraries, tests, CLI and clients keep the system allocator, and a
-# build with sanitizers or fuzzers (whose runtimes replace malloc
-# themselves) never links it. OFF builds with glibc's malloc.
+# cachewatchd links it: the libraries, tests, CLI and clients keep the
+# system allocator, and a build with sanitizers or fuzzers (whose runtimes
+# replace malloc themselves) never links it. OFF builds with glibc's malloc.
 option(CACHEWATCH_TCMALLOC
   "Link cachewatchd against tcmalloc_minimal (gperftools)" ON)
 if(CACHEWATCH_TCMALLOC AND NOT CACHEWATCH_SANITIZE
