@@ -268,8 +268,11 @@ class ToolListRetentionTest : public StoreTest {
  protected:
   // `writer` stores two turns of one list; `retention` deletes them and the
   // list; `writer`'s next turn with that list must store it again, so that
-  // no turn references a missing list.
-  void DeleteThenWriteAgain(SqliteStore& writer, SqliteStore& retention) {
+  // no turn references a missing list. With `writer_retains_first`, the
+  // writer's own retention commits between the deletion and that turn,
+  // deleting nothing.
+  void DeleteThenWriteAgain(SqliteStore& writer, SqliteStore& retention,
+                            bool writer_retains_first = false) {
     const LaneKey key = Key();
     auto write = [&](const std::string& request_id, int64_t time_us) {
       return writer.Write(
@@ -285,6 +288,11 @@ class ToolListRetentionTest : public StoreTest {
     // The writer does not enforce foreign keys, so no cascade: retention
     // deletes a list's entries itself.
     ASSERT_EQ(CountRows("tool_list_entries"), 0);
+    if (writer_retains_first) {
+      deleted = writer.DeleteOlderThan(kT0);
+      ASSERT_TRUE(deleted.ok()) << deleted.status();
+      ASSERT_EQ(*deleted, 0);
+    }
 
     ASSERT_TRUE(write("r2", kT0 + 3 * kSecond).ok());
     EXPECT_EQ(CountRows("turns"), 1);
@@ -309,6 +317,17 @@ TEST_F(ToolListRetentionTest,
   ASSERT_NE(first, nullptr);
   ASSERT_NE(second, nullptr);
   DeleteThenWriteAgain(*first, *second);
+}
+
+// The same, with the first's retention committing in between: its commit
+// must not hide the second's from the first's next transaction.
+TEST_F(ToolListRetentionTest,
+       AToolListAnotherWritersRetentionDeletedIsStoredAgainAfterOwnRetention) {
+  std::unique_ptr<SqliteStore> first = OpenStore();
+  std::unique_ptr<SqliteStore> second = OpenStore();
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  DeleteThenWriteAgain(*first, *second, /*writer_retains_first=*/true);
 }
 
 // With the optional extra delay (--group-commit-us), concurrent writers wait

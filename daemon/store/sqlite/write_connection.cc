@@ -216,12 +216,12 @@ absl::Status WriteConnection::Commit(
   // would make BEGIN fail forever.
   if (db_.InTransaction()) db_.Exec("ROLLBACK").IgnoreError();
   interned_tool_lists_.clear();
-  absl::Status status = ApplyInTransaction(units, now_us);
-  if (status.ok()) status = RememberDataVersion();
+  const absl::Status status = ApplyInTransaction(units, now_us);
   if (!status.ok()) {
     stored_tool_lists_.clear();
     return status;
   }
+  RememberDataVersion();
   if (stored_tool_lists_.size() + interned_tool_lists_.size() >
       kMaxKnownToolLists) {
     stored_tool_lists_.clear();
@@ -236,7 +236,7 @@ absl::Status WriteConnection::ApplyInTransaction(
     const std::vector<const std::vector<StoreWrite>*>& units, int64_t now_us) {
   Transaction transaction(db_);
   CACHEWATCH_RETURN_IF_ERROR(transaction.Begin("BEGIN IMMEDIATE"));
-  CACHEWATCH_RETURN_IF_ERROR(ForgetToolListsIfOthersCommitted());
+  ForgetToolListsIfOthersCommitted();
   // The records merged per turn, in the order that keeps every record's
   // effect; every snapshot's tool list interned on the way, in record order
   // (a retried snapshot's too, as its own upsert did).
@@ -286,20 +286,21 @@ absl::Status WriteConnection::ApplyInTransaction(
   return transaction.Commit();
 }
 
-absl::Status WriteConnection::ForgetToolListsIfOthersCommitted() {
-  CACHEWATCH_ASSIGN_OR_RETURN(const uint32_t version, db_.DataVersion());
-  if (!data_version_after_commit_.has_value() ||
-      version != *data_version_after_commit_) {
+void WriteConnection::ForgetToolListsIfOthersCommitted() {
+  const absl::StatusOr<uint32_t> version = db_.DataVersion();
+  if (!version.ok() || !data_version_after_commit_.has_value() ||
+      *version != *data_version_after_commit_) {
     stored_tool_lists_.clear();
   }
-  return absl::OkStatus();
 }
 
-absl::Status WriteConnection::RememberDataVersion() {
-  data_version_after_commit_.reset();
-  CACHEWATCH_ASSIGN_OR_RETURN(const uint32_t version, db_.DataVersion());
-  data_version_after_commit_ = version;
-  return absl::OkStatus();
+void WriteConnection::RememberDataVersion() {
+  const absl::StatusOr<uint32_t> version = db_.DataVersion();
+  if (version.ok()) {
+    data_version_after_commit_ = *version;
+  } else {
+    data_version_after_commit_.reset();
+  }
 }
 
 absl::Status WriteConnection::InternToolList(const std::string& list_hash,
@@ -448,6 +449,9 @@ absl::StatusOr<int64_t> WriteConnection::DeleteOlderBatch(int64_t cutoff_us,
   if (db_.InTransaction()) db_.Exec("ROLLBACK").IgnoreError();
   Transaction transaction(db_);
   CACHEWATCH_RETURN_IF_ERROR(transaction.Begin("BEGIN IMMEDIATE"));
+  // Before this commit's version is remembered, or another connection's
+  // commit before it would go unseen.
+  ForgetToolListsIfOthersCommitted();
   int64_t deleted = 0;
   for (Statement* statement : {&delete_turns_, &delete_breaks_}) {
     StatementReset reset(*statement);
@@ -475,7 +479,7 @@ absl::StatusOr<int64_t> WriteConnection::DeleteOlderBatch(int64_t cutoff_us,
   if (!deleted_lists.empty()) stored_tool_lists_.clear();
   deleted += static_cast<int64_t>(deleted_lists.size());
   CACHEWATCH_RETURN_IF_ERROR(transaction.Commit());
-  CACHEWATCH_RETURN_IF_ERROR(RememberDataVersion());
+  RememberDataVersion();
   return deleted;
 }
 

@@ -78,12 +78,13 @@ class WriteConnection {
   // whether the turn took it.
   absl::Status ApplyBreak(const ClassificationWrite& write, int64_t now_us,
                           bool& took);
-  // Inside a transaction: forgets the stored tool lists unless the data
+  // After each BEGIN: forgets the stored tool lists unless the data
   // version is still the one after this connection's last commit (another
-  // connection committed since, or that commit's version is unknown).
-  absl::Status ForgetToolListsIfOthersCommitted();
+  // connection committed since, or either version is unknown: reading it
+  // failed, which never fails a transaction).
+  void ForgetToolListsIfOthersCommitted();
   // After each of this connection's commits.
-  absl::Status RememberDataVersion();
+  void RememberDataVersion();
   absl::Status InternToolList(const std::string& list_hash,
                               const v1::Snapshot& snapshot);
   absl::Status InsertBreak(const LaneKey& key,
