@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cachewatch/v1/service.grpc.pb.h"
 #include "health.grpc.pb.h"
 #include "reflection.grpc.pb.h"
@@ -357,6 +358,30 @@ TEST_F(DaemonTest, RestartDiffsTheFirstTurnAgainstTheLastOneBefore) {
             v1::REASON_TOOLS_ORDER_CHANGED)
       << result.DebugString();
   EXPECT_EQ(restarted.Stop(), 0);
+}
+
+// A SQLite database is one daemon's: a second exits at start, naming the
+// first, and the first goes on; once the first is gone, even killed, a
+// daemon starts on it again.
+TEST_F(DaemonTest, ASecondDaemonOnTheSameDatabaseExitsNamingTheFirst) {
+  ASSERT_TRUE(SendSnapshot(Snapshot("shared", "one", 0)).ok());
+  DaemonProcess second;
+  EXPECT_EQ(second.StartExpectingExit(dir_.File("cachewatch.db")), 1);
+  const std::string logs = second.Logs();
+  EXPECT_NE(logs.find("\"msg\":\"the database is in use by another "
+                      "cachewatchd\""),
+            std::string::npos)
+      << logs;
+  EXPECT_NE(logs.find(absl::StrCat("cachewatch.db.lock is locked by process ",
+                                   daemon_.pid())),
+            std::string::npos)
+      << logs;
+  ASSERT_TRUE(SendSnapshot(Snapshot("shared", "two", 10)).ok());
+
+  daemon_.Kill();
+  DaemonProcess third;
+  ASSERT_TRUE(third.Start(dir_.File("cachewatch.db")));
+  EXPECT_EQ(third.Stop(), 0);
 }
 
 TEST_F(DaemonTest, BadInputGetsTheRightStatusAndChangesNothing) {

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "daemon/exporter/prometheus/exposer.h"
@@ -26,6 +27,7 @@
 #include "daemon/store/sqlite/sqlite_store.h"
 #include "daemon/telemetry/telemetry.h"
 #include "daemon/util/file.h"
+#include "daemon/util/file_lock.h"
 #include "daemon/util/log.h"
 #include "daemon/util/status_macros.h"
 
@@ -179,7 +181,12 @@ int RunServer(const Config& config, const std::string& version) {
   TurnMetrics turn_metrics(metrics_options, registry);
 
   // The store: PostgreSQL when --store names a server, else SQLite at
-  // --db-path. `store` owns it; both point into it.
+  // --db-path. `store` owns it; both point into it. A SQLite database is
+  // one daemon's: its lanes live in that daemon's memory, and a second
+  // writer would judge turns against states it never saw. `database_lock`
+  // (<db-path>.lock) keeps a second daemon out until this one's store has
+  // closed (declared first, destroyed last).
+  std::optional<FileLock> database_lock;
   std::unique_ptr<RecordStore> store;
   BreakQueries* queries = nullptr;
   const std::string store_name = StoreName(config);
@@ -201,6 +208,25 @@ int RunServer(const Config& config, const std::string& version) {
     queries = opened->get();
     store = *std::move(opened);
   } else {
+    const std::string lock_path = config.store.path + ".lock";
+    absl::StatusOr<FileLock> locked = FileLock::Acquire(lock_path);
+    if (!locked.ok()) {
+      nlohmann::json fields = {
+          {"path", config.store.path},
+          {"error", std::string(locked.status().message())}};
+      if (locked.status().code() == absl::StatusCode::kFailedPrecondition) {
+        fields["hint"] =
+            "one daemon writes a SQLite database: stop the other, give this "
+            "one another --db-path, or run several on PostgreSQL "
+            "(--store=postgresql://..., docs/FLEET.md)";
+        Log(LogLevel::kError, "the database is in use by another cachewatchd",
+            std::move(fields));
+      } else {
+        Log(LogLevel::kError, "cannot lock the database", std::move(fields));
+      }
+      return 1;
+    }
+    database_lock.emplace(*std::move(locked));
     absl::StatusOr<std::unique_ptr<SqliteStore>> opened =
         SqliteStore::Open(config.store);
     if (!opened.ok()) {

@@ -31,7 +31,7 @@ DaemonProcess::~DaemonProcess() {
   if (log_reader_.joinable()) log_reader_.join();
 }
 
-bool DaemonProcess::Start(const std::string& db_path,
+bool DaemonProcess::Spawn(const std::string& db_path,
                           const std::vector<std::string>& extra_flags) {
   int pipe_fds[2];
   if (!MakePipe(pipe_fds)) return false;
@@ -64,6 +64,12 @@ bool DaemonProcess::Start(const std::string& db_path,
       logs_.append(buffer, n);
     }
   });
+  return true;
+}
+
+bool DaemonProcess::Start(const std::string& db_path,
+                          const std::vector<std::string>& extra_flags) {
+  if (!Spawn(db_path, extra_flags)) return false;
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -86,6 +92,30 @@ bool DaemonProcess::Start(const std::string& db_path,
   }
   ADD_FAILURE() << "cachewatchd did not start:\n" << Logs();
   return false;
+}
+
+int DaemonProcess::StartExpectingExit(
+    const std::string& db_path, const std::vector<std::string>& extra_flags) {
+  if (!Spawn(db_path, extra_flags)) return -1;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      if (log_reader_.joinable()) log_reader_.join();
+      close(stderr_fd_);
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      ADD_FAILURE() << "cachewatchd was killed by signal " << WTERMSIG(status)
+                    << ":\n"
+                    << Logs();
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ADD_FAILURE() << "cachewatchd did not exit:\n" << Logs();
+  Kill();
+  return -1;
 }
 
 int DaemonProcess::Stop() {

@@ -32,6 +32,12 @@ class DaemonProcess {
   ~DaemonProcess();
   bool Start(const std::string& db_path,
              const std::vector<std::string>& extra_flags = {});
+  // Starts cachewatchd as Start() does, expecting it to exit without serving
+  // (a bad flag, a database in use); waits for that and returns its exit
+  // status, its logs in Logs(). Fails the test and returns -1 when it is
+  // killed by a signal or still runs after 30 s (it is then killed).
+  int StartExpectingExit(const std::string& db_path,
+                         const std::vector<std::string>& extra_flags = {});
   // SIGTERM and wait; returns the exit status (-1 if it did not exit).
   int Stop();
   // SIGKILL and wait.
@@ -48,6 +54,11 @@ class DaemonProcess {
   std::unique_ptr<v1::CacheWatch::Stub> NewStub() const;
 
  private:
+  // Starts the binary with its stderr read into logs_; false (the test
+  // failed) when it cannot.
+  bool Spawn(const std::string& db_path,
+             const std::vector<std::string>& extra_flags);
+
   pid_t pid_ = -1;
   int stderr_fd_ = -1;
   std::thread log_reader_;
