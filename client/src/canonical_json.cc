@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -70,6 +71,22 @@ void AppendNumber(double value, std::string* out) {
   }
 }
 
+// Whether any of the eight bytes at `p` is escaped in a JSON string: a
+// control character (below 0x20), '"' or '\\'. SWAR: has_byte_below(x, n)
+// is exact for n <= 128 ("Determine if a word has a byte less than n", Bit
+// Twiddling Hacks), and a byte equal to b is a zero byte of x ^ bb...b.
+bool HasEscapedByte(const char* p) {
+  constexpr uint64_t kOnes = 0x0101010101010101;
+  constexpr uint64_t kHighBits = 0x8080808080808080;
+  uint64_t x;
+  std::memcpy(&x, p, 8);
+  auto has_byte_below = [](uint64_t word, uint64_t n) {
+    return ((word - kOnes * n) & ~word & kHighBits) != 0;
+  };
+  return has_byte_below(x, 0x20) || has_byte_below(x ^ (kOnes * '"'), 1) ||
+         has_byte_below(x ^ (kOnes * '\\'), 1);
+}
+
 absl::Status AppendString(std::string_view text, std::string* out) {
   if (!internal::IsValidUtf8(text)) {
     return absl::InvalidArgumentError("JSON string is not valid UTF-8");
@@ -78,6 +95,9 @@ absl::Status AppendString(std::string_view text, std::string* out) {
   out->push_back('"');
   size_t copied = 0;  // text[0, copied) is in `out`.
   for (size_t i = 0; i < text.size(); ++i) {
+    // Eight bytes at a time while none of them is escaped.
+    while (text.size() - i >= 8 && !HasEscapedByte(text.data() + i)) i += 8;
+    if (i == text.size()) break;
     const auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x20 && c != '"' && c != '\\') continue;
     out->append(text.data() + copied, i - copied);

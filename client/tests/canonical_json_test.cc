@@ -91,7 +91,8 @@ TEST(CanonicalJsonTest, EscapesMinimally) {
 }
 
 // Characters to escape at every offset of a string long enough to be
-// copied in runs: each written escaped, the rest as it is.
+// copied in runs and scanned eight bytes at a time: each written escaped,
+// the rest as it is.
 TEST(CanonicalJsonTest, EscapesAtEveryOffsetOfALongString) {
   const std::string plain = "The quick brown fox \xC3\xA9 jumps";
   for (size_t offset = 0; offset <= plain.size(); ++offset) {
@@ -104,7 +105,9 @@ TEST(CanonicalJsonTest, EscapesAtEveryOffsetOfALongString) {
              {"\\", "\\\\"},
              {"\n", "\\n"},
              {std::string(1, '\0'), "\\u0000"},
-             {"\x1f\"", "\\u001f\\\""}}) {
+             {"\x1f\"", "\\u001f\\\""},
+             // The neighbours of '"', '\\' and 0x1f, written as they are.
+             {" !#[]\x7f", " !#[]\x7f"}}) {
       std::string text = plain;
       text.insert(offset, raw);
       std::string expected = plain;
