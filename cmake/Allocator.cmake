@@ -4,9 +4,10 @@
 # allocates and frees a handful of objects per record on several threads
 # (gRPC buffers, protobuf messages, the store's rows); with tcmalloc its CPU
 # per record fell by 0-15 % depending on the row, and its peak resident set
-# rose by ~10 MiB (docs/PERFORMANCE.md, round 20). The HTTP proxy's observer
-# went the other way, ~15 % more CPU per observed exchange (docs/PROXY.md,
-# "On tcmalloc"): a daemon that mostly proxies may build with it OFF. Only
+# rose by ~10 MiB (docs/PERFORMANCE.md, round 20). For the HTTP proxy's
+# observer the measurements disagree, from ~+15 % CPU per observed exchange
+# to none (docs/PROXY.md, "On tcmalloc"); a daemon that mostly proxies may
+# build with it OFF. Only
 # cachewatchd links it: the libraries, tests, CLI and clients keep the
 # system allocator, and a build with sanitizers or fuzzers (whose runtimes
 # replace malloc themselves) never links it. OFF builds with glibc's malloc.
