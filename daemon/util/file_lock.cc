@@ -40,7 +40,7 @@ int64_t HolderPid(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<FileLock> FileLock::Acquire(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return OpenError(path, errno);
   FileLock lock(fd);  // Closes `fd` on every return below but the last.
   int rc;

@@ -2,8 +2,8 @@
 // process at a time does something, e.g. one cachewatchd writes a SQLite
 // database. The lock is held while the object lives and released when it is
 // destroyed or its process ends, however it ends (a crash or SIGKILL
-// leaves the file, not the lock). The file is created when missing and
-// holds the holder's pid, which the next process to try is told.
+// leaves the file, not the lock). The file is created when missing (mode
+// 0600) and holds the holder's pid, which the next process to try is told.
 //
 // Advisory: it excludes only those who take it. Locks of one file taken
 // twice in one process exclude each other too (each has its own open file
