@@ -7,10 +7,10 @@
 # rose by ~10 MiB (docs/PERFORMANCE.md, round 20). For the HTTP proxy's
 # observer the measurements disagree, from ~+15 % CPU per observed exchange
 # to none (docs/PROXY.md, "On tcmalloc"); a daemon that mostly proxies may
-# build with it OFF. Only
-# cachewatchd links it: the libraries, tests, CLI and clients keep the
-# system allocator, and a build with sanitizers or fuzzers (whose runtimes
-# replace malloc themselves) never links it. OFF builds with glibc's malloc.
+# build with it OFF. Only cachewatchd links it: the libraries, tests, CLI
+# and clients keep the system allocator, and a build with sanitizers or
+# fuzzers (whose runtimes replace malloc themselves) never links it. OFF
+# builds with glibc's malloc.
 option(CACHEWATCH_TCMALLOC
   "Link cachewatchd against tcmalloc_minimal (gperftools)" ON)
 if(CACHEWATCH_TCMALLOC AND NOT CACHEWATCH_SANITIZE

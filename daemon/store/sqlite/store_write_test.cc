@@ -300,6 +300,16 @@ class ToolListRetentionTest : public StoreTest {
     EXPECT_EQ(CountRows("tool_list_entries"), 3);
     EXPECT_EQ(QueryInt("SELECT count(*) FROM pragma_foreign_key_check"), 0);
   }
+
+  // DeleteThenWriteAgain with the retention done by a second store on the
+  // same file.
+  void DeleteWithAnotherWriterThenWriteAgain(bool writer_retains_first) {
+    std::unique_ptr<SqliteStore> first = OpenStore();
+    std::unique_ptr<SqliteStore> second = OpenStore();
+    ASSERT_NE(first, nullptr);
+    ASSERT_NE(second, nullptr);
+    DeleteThenWriteAgain(*first, *second, writer_retains_first);
+  }
 };
 
 TEST_F(ToolListRetentionTest, AToolListRetentionDeletedIsStoredAgain) {
@@ -308,26 +318,19 @@ TEST_F(ToolListRetentionTest, AToolListRetentionDeletedIsStoredAgain) {
   DeleteThenWriteAgain(*store, *store);
 }
 
-// Two daemons on one file: the list the first remembers as stored was
+// Another writer on the file (a second daemon is refused at start, an
+// sqlite3 shell is not): the list the first store remembers as stored was
 // deleted by the second's retention.
 TEST_F(ToolListRetentionTest,
        AToolListAnotherWritersRetentionDeletedIsStoredAgain) {
-  std::unique_ptr<SqliteStore> first = OpenStore();
-  std::unique_ptr<SqliteStore> second = OpenStore();
-  ASSERT_NE(first, nullptr);
-  ASSERT_NE(second, nullptr);
-  DeleteThenWriteAgain(*first, *second);
+  DeleteWithAnotherWriterThenWriteAgain(/*writer_retains_first=*/false);
 }
 
 // The same, with the first's retention committing in between: its commit
 // must not hide the second's from the first's next transaction.
 TEST_F(ToolListRetentionTest,
        AToolListAnotherWritersRetentionDeletedIsStoredAgainAfterOwnRetention) {
-  std::unique_ptr<SqliteStore> first = OpenStore();
-  std::unique_ptr<SqliteStore> second = OpenStore();
-  ASSERT_NE(first, nullptr);
-  ASSERT_NE(second, nullptr);
-  DeleteThenWriteAgain(*first, *second, /*writer_retains_first=*/true);
+  DeleteWithAnotherWriterThenWriteAgain(/*writer_retains_first=*/true);
 }
 
 // With the optional extra delay (--group-commit-us), concurrent writers wait
