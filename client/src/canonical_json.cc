@@ -19,8 +19,9 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Appends `value` in ECMAScript Number::toString form (ECMA-262 6.1.6.1.20).
-void AppendNumber(double value, std::string* out) {
+// Appends `value`, finite, in ECMAScript Number::toString form (ECMA-262
+// 6.1.6.1.20).
+void AppendFiniteNumber(double value, std::string* out) {
   if (value == 0) {  // Both +0 and -0.
     out->push_back('0');
     return;
@@ -87,60 +88,11 @@ bool HasEscapedByte(const char* p) {
          has_byte_below(x ^ (kOnes * '\\'), 1);
 }
 
-absl::Status AppendString(std::string_view text, std::string* out) {
-  if (!internal::IsValidUtf8(text)) {
-    return absl::InvalidArgumentError("JSON string is not valid UTF-8");
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  out->push_back('"');
-  size_t copied = 0;  // text[0, copied) is in `out`.
-  for (size_t i = 0; i < text.size(); ++i) {
-    // Eight bytes at a time while none of them is escaped.
-    while (text.size() - i >= 8 && !HasEscapedByte(text.data() + i)) i += 8;
-    if (i == text.size()) break;
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out->append(text.data() + copied, i - copied);
-    copied = i + 1;
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\b':
-        out->append("\\b");
-        break;
-      case '\f':
-        out->append("\\f");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        out->append("\\u00");
-        out->push_back(kHex[c >> 4]);
-        out->push_back(kHex[c & 0xF]);
-    }
-  }
-  out->append(text.data() + copied, text.size() - copied);
-  out->push_back('"');
-  return absl::OkStatus();
-}
-
 // Appends the canonical form of `value`, which sits inside `depth` arrays or
 // objects.
 absl::Status AppendValue(const Json& value, int depth, std::string* out) {
-  if (value.is_structured() && depth >= kMaxCanonicalJsonDepth) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "JSON nesting is deeper than ", kMaxCanonicalJsonDepth, " levels"));
+  if (value.is_structured()) {
+    CACHEWATCH_RETURN_IF_ERROR(CheckCanonicalDepth(depth));
   }
   switch (value.type()) {
     case Json::value_t::null:
@@ -150,21 +102,15 @@ absl::Status AppendValue(const Json& value, int depth, std::string* out) {
       out->append(value.get<bool>() ? "true" : "false");
       return absl::OkStatus();
     case Json::value_t::number_integer:
-      AppendNumber(static_cast<double>(value.get<int64_t>()), out);
+      AppendFiniteNumber(static_cast<double>(value.get<int64_t>()), out);
       return absl::OkStatus();
     case Json::value_t::number_unsigned:
-      AppendNumber(static_cast<double>(value.get<uint64_t>()), out);
+      AppendFiniteNumber(static_cast<double>(value.get<uint64_t>()), out);
       return absl::OkStatus();
-    case Json::value_t::number_float: {
-      const double number = value.get<double>();
-      if (!std::isfinite(number)) {
-        return absl::InvalidArgumentError("JSON number is not finite");
-      }
-      AppendNumber(number, out);
-      return absl::OkStatus();
-    }
+    case Json::value_t::number_float:
+      return AppendCanonicalNumber(value.get<double>(), out);
     case Json::value_t::string:
-      return AppendString(value.get_ref<const Json::string_t&>(), out);
+      return AppendCanonicalString(value.get_ref<const Json::string_t&>(), out);
     case Json::value_t::array: {
       out->push_back('[');
       bool first = true;
@@ -181,21 +127,18 @@ absl::Status AppendValue(const Json& value, int depth, std::string* out) {
       std::vector<const Json::object_t::value_type*> members;
       members.reserve(object.size());
       for (const auto& member : object) {
-        if (!internal::IsValidUtf8(member.first)) {
-          return absl::InvalidArgumentError(
-              "JSON member name is not valid UTF-8");
-        }
+        CACHEWATCH_RETURN_IF_ERROR(CheckCanonicalMemberName(member.first));
         members.push_back(&member);
       }
       std::sort(members.begin(), members.end(), [](auto* a, auto* b) {
-        return internal::CompareUtf16(a->first, b->first) < 0;
+        return CanonicalNameLess(a->first, b->first);
       });
       out->push_back('{');
       bool first = true;
       for (const auto* member : members) {
         if (!first) out->push_back(',');
         first = false;
-        CACHEWATCH_RETURN_IF_ERROR(AppendString(member->first, out));
+        CACHEWATCH_RETURN_IF_ERROR(AppendCanonicalString(member->first, out));
         out->push_back(':');
         CACHEWATCH_RETURN_IF_ERROR(AppendValue(member->second, depth + 1, out));
       }
@@ -260,6 +203,77 @@ absl::StatusOr<std::string> CanonicalizeJsonValue(const nlohmann::json& value) {
   std::string out;
   CACHEWATCH_RETURN_IF_ERROR(AppendValue(value, 0, &out));
   return out;
+}
+
+absl::Status CheckCanonicalDepth(int depth) {
+  if (depth < kMaxCanonicalJsonDepth) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "JSON nesting is deeper than ", kMaxCanonicalJsonDepth, " levels"));
+}
+
+absl::Status CheckCanonicalMemberName(std::string_view name) {
+  if (internal::IsValidUtf8(name)) return absl::OkStatus();
+  return absl::InvalidArgumentError("JSON member name is not valid UTF-8");
+}
+
+bool CanonicalNameLess(std::string_view a, std::string_view b) {
+  return internal::CompareUtf16(a, b) < 0;
+}
+
+absl::Status AppendCanonicalString(std::string_view text, std::string* out) {
+  if (!internal::IsValidUtf8(text)) {
+    return absl::InvalidArgumentError("JSON string is not valid UTF-8");
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  out->push_back('"');
+  size_t copied = 0;  // text[0, copied) is in `out`.
+  for (size_t i = 0; i < text.size(); ++i) {
+    // Eight bytes at a time while none of them is escaped.
+    while (text.size() - i >= 8 && !HasEscapedByte(text.data() + i)) i += 8;
+    if (i == text.size()) break;
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out->append(text.data() + copied, i - copied);
+    copied = i + 1;
+    switch (c) {
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\b':
+        out->append("\\b");
+        break;
+      case '\f':
+        out->append("\\f");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      default:
+        out->append("\\u00");
+        out->push_back(kHex[c >> 4]);
+        out->push_back(kHex[c & 0xF]);
+    }
+  }
+  out->append(text.data() + copied, text.size() - copied);
+  out->push_back('"');
+  return absl::OkStatus();
+}
+
+absl::Status AppendCanonicalNumber(double value, std::string* out) {
+  if (!std::isfinite(value)) {
+    return absl::InvalidArgumentError("JSON number is not finite");
+  }
+  AppendFiniteNumber(value, out);
+  return absl::OkStatus();
 }
 
 }  // namespace cachewatch::client

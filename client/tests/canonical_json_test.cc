@@ -183,5 +183,28 @@ TEST(CanonicalJsonTest, RejectsValuesWithoutJsonForm) {
                 "discarded");
 }
 
+// The parts a writer over another representation uses: the same rules and
+// errors as the whole.
+TEST(CanonicalJsonTest, PartsFollowTheRulesOfTheWhole) {
+  EXPECT_TRUE(CheckCanonicalDepth(kMaxCanonicalJsonDepth - 1).ok());
+  ExpectInvalid(
+      absl::StatusOr<std::string>(CheckCanonicalDepth(kMaxCanonicalJsonDepth)),
+      "deeper than 128");
+  EXPECT_TRUE(CanonicalNameLess("\xf0\x9f\x98\x80", "\xee\x80\x80"));
+  EXPECT_FALSE(CanonicalNameLess("\xee\x80\x80", "\xf0\x9f\x98\x80"));
+  EXPECT_FALSE(CanonicalNameLess("a", "a"));
+  EXPECT_TRUE(CheckCanonicalMemberName("\xc3\xa9").ok());
+  EXPECT_FALSE(CheckCanonicalMemberName("\xff").ok());
+
+  std::string out;
+  EXPECT_TRUE(AppendCanonicalString("a\"\n", &out).ok());
+  EXPECT_TRUE(AppendCanonicalNumber(1e21, &out).ok());
+  EXPECT_EQ(out, "\"a\\\"\\n\"1e+21");
+  EXPECT_FALSE(AppendCanonicalString("\xed\xa0\x80", &out).ok());
+  EXPECT_FALSE(
+      AppendCanonicalNumber(std::numeric_limits<double>::infinity(), &out)
+          .ok());
+}
+
 }  // namespace
 }  // namespace cachewatch::client

@@ -20,6 +20,15 @@
 // member name, strings that are not valid Unicode (ill-formed UTF-8, lone
 // surrogate escapes), and numbers that are not finite doubles (1e400).
 //
+// The parts below are what the two functions write with, for a writer over
+// another parsed representation (the daemon's proxy writes from simdjson's
+// document). Such a writer is canonical, and fails as these functions do,
+// when it writes no whitespace; checks each array or object with
+// CheckCanonicalDepth and then each object's member names with
+// CheckCanonicalMemberName; keeps the last of a repeated member name; sorts
+// members with CanonicalNameLess; and writes names and strings with
+// AppendCanonicalString and numbers with AppendCanonicalNumber.
+//
 // Thread-safe: these are pure functions.
 
 #ifndef CACHEWATCH_CLIENT_CANONICAL_JSON_H_
@@ -49,6 +58,25 @@ absl::StatusOr<std::string> CanonicalizeJson(std::string_view json_text);
 // discarded values and non-finite numbers are rejected. (A separate name:
 // a std::string converts to both std::string_view and nlohmann::json.)
 absl::StatusOr<std::string> CanonicalizeJsonValue(const nlohmann::json& value);
+
+// InvalidArgument when an array or object sits inside `depth` others: deeper
+// than kMaxCanonicalJsonDepth.
+absl::Status CheckCanonicalDepth(int depth);
+
+// InvalidArgument when the member name `name` is not valid UTF-8.
+absl::Status CheckCanonicalMemberName(std::string_view name);
+
+// Whether member name `a` sorts before `b` (UTF-16 code units); both valid
+// UTF-8.
+bool CanonicalNameLess(std::string_view a, std::string_view b);
+
+// Appends `text` as a canonical JSON string; InvalidArgument when it is not
+// valid UTF-8.
+absl::Status AppendCanonicalString(std::string_view text, std::string* out);
+
+// Appends `value` as a canonical JSON number; InvalidArgument when it is not
+// finite.
+absl::Status AppendCanonicalNumber(double value, std::string* out);
 
 }  // namespace cachewatch::client
 
