@@ -1,5 +1,7 @@
 // libFuzzer target: the client's canonical JSON and its hash
-// (client/include/cachewatch/client/canonical_json.h, hash.h).
+// (client/include/cachewatch/client/canonical_json.h, hash.h), and the
+// proxy's writer of it from simdjson's document
+// (daemon/receiver/proxy/canonical_element.h).
 //
 // Input: the JSON text, as is.
 //
@@ -9,7 +11,9 @@
 //     is its own canonical form (unless it outgrew kMaxCanonicalJsonBytes:
 //     "1e20" is 21 bytes in canonical form);
 //   - HashJson fails exactly when CanonicalizeJson does, and otherwise is the
-//     XXH3-64 of the canonical form, the same on every call.
+//     XXH3-64 of the canonical form, the same on every call;
+//   - a text CanonicalizeJson accepts, the proxy's JsonDocument reads and
+//     CanonicalElement writes byte for byte as CanonicalizeJson does.
 
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +24,8 @@
 #include "absl/status/statusor.h"
 #include "cachewatch/client/canonical_json.h"
 #include "cachewatch/client/hash.h"
+#include "daemon/receiver/proxy/canonical_element.h"
+#include "daemon/receiver/proxy/json_document.h"
 #include "fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -42,6 +48,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(again.ok());
     FUZZ_CHECK(*again == *canonical);
   }
+
+  const absl::StatusOr<cachewatch::JsonDocument> document =
+      cachewatch::JsonDocument::Parse(
+          text, cachewatch::client::kMaxCanonicalJsonDepth);
+  FUZZ_CHECK(document.ok());
+  const absl::StatusOr<std::string> from_document =
+      cachewatch::CanonicalElement(document->root());
+  FUZZ_CHECK(from_document.ok() && *from_document == *canonical);
 
   FUZZ_CHECK(*hash == HashBytes(*canonical));
   const absl::StatusOr<uint64_t> hash_again = HashJson(text);

@@ -1,76 +1,48 @@
 #include "daemon/receiver/proxy/json_document.h"
 
-#include <simdjson.h>
-
-#include <cstdint>
+#include <cstddef>
 #include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 
 namespace cachewatch {
 namespace {
 
-using Json = nlohmann::json;
 namespace dom = simdjson::dom;
 
-// `element`, at `depth` arrays and objects, as nlohmann's value, into
-// `out`; false when it nests more than `max_depth` of them.
-bool Convert(dom::element element, int depth, int max_depth, Json& out) {
+absl::Status TooDeep(int max_depth) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("nests deeper than ", max_depth, " arrays or objects"));
+}
+
+// Whether `element`, inside `depth` arrays and objects, nests more than
+// `max_depth` of them. simdjson bounds the recursion: it refuses a text
+// nesting more than its own bound, one above `max_depth`.
+bool NestsDeeperThan(dom::element element, int depth, int max_depth) {
   switch (element.type()) {
-    case dom::element_type::OBJECT: {
-      if (depth == max_depth) return false;
-      out = Json::object();
-      const dom::object object = element.get_object().value_unsafe();
-      for (const dom::key_value_pair field : object) {
-        if (!Convert(field.value, depth + 1, max_depth,
-                     out[std::string(field.key)])) {
-          return false;
-        }
+    case dom::element_type::OBJECT:
+      if (depth == max_depth) return true;
+      for (const dom::key_value_pair field : ObjectOf(element)) {
+        if (NestsDeeperThan(field.value, depth + 1, max_depth)) return true;
       }
-      return true;
-    }
-    case dom::element_type::ARRAY: {
-      if (depth == max_depth) return false;
-      out = Json::array();
-      const dom::array array = element.get_array().value_unsafe();
-      Json::array_t& values = out.get_ref<Json::array_t&>();
-      values.reserve(array.size());
-      for (const dom::element value : array) {
-        if (!Convert(value, depth + 1, max_depth, values.emplace_back())) {
-          return false;
-        }
+      return false;
+    case dom::element_type::ARRAY:
+      if (depth == max_depth) return true;
+      for (const dom::element value : ArrayOf(element)) {
+        if (NestsDeeperThan(value, depth + 1, max_depth)) return true;
       }
-      return true;
-    }
-    case dom::element_type::STRING:
-      out = std::string(element.get_string().value_unsafe());
-      return true;
-    case dom::element_type::INT64: {
-      const int64_t value = element.get_int64().value_unsafe();
-      if (value >= 0) {
-        out = static_cast<uint64_t>(value);
-      } else {
-        out = value;
-      }
-      return true;
-    }
-    case dom::element_type::UINT64:
-      out = element.get_uint64().value_unsafe();
-      return true;
-    case dom::element_type::DOUBLE:
-      out = element.get_double().value_unsafe();
-      return true;
-    case dom::element_type::BOOL:
-      out = element.get_bool().value_unsafe();
-      return true;
-    case dom::element_type::NULL_VALUE:
-      out = nullptr;
-      return true;
+      return false;
+    default:
+      return false;
   }
-  return true;
 }
 
 // Whether `text` nests more than `max_depth` arrays and objects, read
 // without parsing it (brackets inside strings do not count).
-bool NestsDeeperThan(std::string_view text, int max_depth) {
+bool TextNestsDeeperThan(std::string_view text, int max_depth) {
   int depth = 0;
   bool in_string = false;
   bool escaped = false;
@@ -96,26 +68,64 @@ bool NestsDeeperThan(std::string_view text, int max_depth) {
   return false;
 }
 
+// nlohmann's reading of a text simdjson refused, serialized again; or its
+// error.
+absl::StatusOr<std::string> ReadByNlohmann(std::string_view text) {
+  try {
+    return nlohmann::json::parse(text.begin(), text.end()).dump();
+  } catch (const nlohmann::json::parse_error& error) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed JSON at byte ", error.byte));
+  } catch (const nlohmann::json::exception&) {  // A number out of range.
+    return absl::InvalidArgumentError(
+        "malformed JSON: a number is out of range");
+  }
+}
+
 }  // namespace
 
-std::optional<Json> ParseJsonDocument(std::string_view text, int max_depth) {
-  dom::parser parser;
-  dom::element root;
-  const simdjson::padded_string padded(text);
+absl::StatusOr<JsonDocument> JsonDocument::Parse(std::string_view text,
+                                                 int max_depth) {
+  JsonDocument document;
+  document.parser_ = std::make_unique<dom::parser>();
   // simdjson refuses `max_depth` nested objects at a bound of `max_depth`
-  // (arrays it reads), so its bound is one more, and Convert() holds the
-  // text to `max_depth` exactly.
-  simdjson::error_code error =
-      parser.allocate(padded.size(), static_cast<size_t>(max_depth) + 1);
-  if (error == simdjson::SUCCESS) error = parser.parse(padded).get(root);
-  if (error == simdjson::DEPTH_ERROR) return std::nullopt;
-  if (error != simdjson::SUCCESS) {
-    if (NestsDeeperThan(text, max_depth)) return std::nullopt;
-    return Json::parse(text.begin(), text.end());
+  // (arrays it reads), so its bound is one more, and NestsDeeperThan() holds
+  // the text to `max_depth` exactly.
+  const auto parse = [&](std::string_view json) {
+    simdjson::error_code error = document.parser_->allocate(
+        json.size(), static_cast<size_t>(max_depth) + 1);
+    if (error != simdjson::SUCCESS) return error;
+    return document.parser_->parse(json.data(), json.size(), true)
+        .get(document.root_);
+  };
+  simdjson::error_code error = parse(text);
+  if (error != simdjson::SUCCESS && error != simdjson::DEPTH_ERROR) {
+    if (TextNestsDeeperThan(text, max_depth)) return TooDeep(max_depth);
+    absl::StatusOr<std::string> serialized = ReadByNlohmann(text);
+    if (!serialized.ok()) return serialized.status();
+    error = parse(*serialized);
   }
-  Json value;
-  if (!Convert(root, 0, max_depth, value)) return std::nullopt;
-  return value;
+  if (error == simdjson::DEPTH_ERROR ||
+      (error == simdjson::SUCCESS &&
+       NestsDeeperThan(document.root_, 0, max_depth))) {
+    return TooDeep(max_depth);
+  }
+  if (error != simdjson::SUCCESS) {
+    return absl::InternalError(
+        absl::StrCat("JSON text: simdjson refused nlohmann's serialization: ",
+                     simdjson::error_message(error)));
+  }
+  return document;
+}
+
+std::optional<dom::element> LastMember(dom::element value,
+                                       std::string_view name) {
+  if (!value.is_object()) return std::nullopt;
+  std::optional<dom::element> last;
+  for (const dom::key_value_pair field : ObjectOf(value)) {
+    if (field.key == name) last = field.value;
+  }
+  return last;
 }
 
 }  // namespace cachewatch

@@ -1,40 +1,69 @@
-// ParseJsonDocument: a JSON text parsed into the nlohmann::json value that
-// nlohmann::json::parse makes of it, by simdjson (a 222 KB request body:
-// ~0.5 ms against nlohmann's ~2 ms; docs/PERFORMANCE.md, round 18).
+// JsonDocument: a JSON text parsed by simdjson (a 222 KB request body:
+// ~0.5 ms against nlohmann's ~2 ms; docs/PERFORMANCE.md, round 18), read in
+// place through simdjson's DOM: nothing is copied out of it.
 //
-// The value is nlohmann's, types included: integers in int64 range are
-// signed when negative and unsigned otherwise, other numbers doubles (an
-// integer beyond 64 bits too); a repeated key keeps its last value. One
-// difference, in type only: "-0" is unsigned 0 here and signed 0 in
-// nlohmann (equal, and written "0" by both).
+// A text parses, or fails, exactly as it does with nlohmann::json::parse,
+// which the proxy's reader and the client library were written against:
+//   - simdjson keeps every member of an object, a repeated name included;
+//     readers take the last, as nlohmann keeps (LastMember below);
+//   - a text simdjson refuses (malformed, invalid UTF-8, an unescaped
+//     control character, an integer beyond 64 bits, a leading byte order
+//     mark) is parsed by nlohmann after a scan of its depth. If nlohmann
+//     reads it, the document is simdjson's parse of nlohmann's serialization
+//     of that value: the same values, a big integer as the double nlohmann
+//     made of it. Otherwise the error is nlohmann's.
 //
-// A text that nests more than `max_depth` arrays and objects (the outermost
-// counts as 1) reads as nullopt, whatever else is wrong with it, before
-// anything recurses into it: simdjson bounds the depth as it parses.
+// Errors (InvalidArgument): "nests deeper than <max_depth> arrays or
+// objects" when the text nests more than `max_depth` (the outermost counts
+// as 1), whatever else is wrong with it; "malformed JSON at byte <n>" with
+// nlohmann's byte; "malformed JSON: a number is out of range" (1e400).
 //
-// Any other text simdjson refuses (malformed, invalid UTF-8, an unescaped
-// control character, an integer beyond 64 bits, a leading byte order mark)
-// is parsed by nlohmann::json::parse, after a scan of its depth, and returns
-// its value or throws its usual exceptions (json::parse_error,
-// json::out_of_range). So a text parses, or fails, exactly as it does with
-// nlohmann alone.
+// Memory: simdjson's padded copy of the text and its document, about 3× the
+// text's size (a 16 MB text: +50 MB).
 //
-// Memory: while the value is built, simdjson's padded copy of the text and
-// its document live beside it: about 4× the text's size at peak (a 16 MB
-// text: +60 MB, against +25 MB for nlohmann's parse).
-//
-// Thread-safe: each call uses a parser of its own.
+// Thread-safe: a document is immutable once parsed; each parse uses a
+// parser of its own.
 #ifndef CACHEWATCH_DAEMON_RECEIVER_PROXY_JSON_DOCUMENT_H_
 #define CACHEWATCH_DAEMON_RECEIVER_PROXY_JSON_DOCUMENT_H_
 
-#include <nlohmann/json.hpp>
+#include <simdjson.h>
+
+#include <memory>
 #include <optional>
 #include <string_view>
 
+#include "absl/status/statusor.h"
+
 namespace cachewatch {
 
-std::optional<nlohmann::json> ParseJsonDocument(std::string_view text,
-                                                int max_depth);
+class JsonDocument {
+ public:
+  static absl::StatusOr<JsonDocument> Parse(std::string_view text,
+                                            int max_depth);
+
+  // The value the text holds; valid while this document lives.
+  simdjson::dom::element root() const { return root_; }
+
+ private:
+  JsonDocument() = default;
+
+  std::unique_ptr<simdjson::dom::parser> parser_;
+  simdjson::dom::element root_;
+};
+
+// The object or array `value` holds, which it must (copied out of simdjson's
+// result: iterating the result itself would read a destroyed temporary).
+inline simdjson::dom::object ObjectOf(simdjson::dom::element value) {
+  return value.get_object().value_unsafe();
+}
+inline simdjson::dom::array ArrayOf(simdjson::dom::element value) {
+  return value.get_array().value_unsafe();
+}
+
+// The last member named `name` of `value`, as nlohmann keeps it; nullopt
+// when `value` is not an object or has no such member.
+std::optional<simdjson::dom::element> LastMember(simdjson::dom::element value,
+                                                 std::string_view name);
 
 }  // namespace cachewatch
 

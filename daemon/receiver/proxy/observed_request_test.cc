@@ -261,6 +261,31 @@ TEST(ObservedRequestTest, MovingAMessageBreakpointKeepsTheChain) {
   EXPECT_EQ(b.cache_control().breakpoints(2).index(), 0u);
 }
 
+// A marker on a block inside a tool_result's content is a breakpoint on the
+// tool_result, and not part of its content: the chain is the one without it.
+TEST(ObservedRequestTest, AMarkerInsideAToolResultIsABreakpointNotContent) {
+  const Json result = {
+      {"type", "tool_result"},
+      {"tool_use_id", "toolu_1"},
+      {"content", Json::array({{{"type", "text"}, {"text", "out"}}})}};
+  Json plain = AnthropicBody();
+  plain["messages"].push_back(
+      {{"role", "user"}, {"content", Json::array({result})}});
+  Json marked = plain;
+  marked["messages"].back()["content"][0]["content"][0]["cache_control"] = {
+      {"type", "ephemeral"}, {"ttl", "1h"}};
+  const v1::Snapshot a = MustRead(ProxyApi::kAnthropicMessages, plain).snapshot;
+  const v1::Snapshot b =
+      MustRead(ProxyApi::kAnthropicMessages, marked).snapshot;
+  EXPECT_THAT(b.message_chain(), testing::ElementsAreArray(a.message_chain()));
+  ASSERT_EQ(b.cache_control().breakpoints_size(),
+            a.cache_control().breakpoints_size() + 1);
+  const v1::Breakpoint& added = *b.cache_control().breakpoints().rbegin();
+  EXPECT_EQ(added.segment(), v1::PROMPT_SEGMENT_MESSAGES);
+  EXPECT_EQ(added.index(), static_cast<uint32_t>(b.message_chain_size() - 1));
+  EXPECT_EQ(added.ttl_seconds(), 3600u);
+}
+
 TEST(ObservedRequestTest, AnthropicSystemSections) {
   Json body = AnthropicBody();
   const v1::Snapshot snapshot =
