@@ -110,10 +110,13 @@ absl::StatusOr<JsonDocument> JsonDocument::Parse(std::string_view text,
        NestsDeeperThan(document.root_, 0, max_depth))) {
     return TooDeep(max_depth);
   }
-  if (error != simdjson::SUCCESS) {
-    return absl::InternalError(
-        absl::StrCat("JSON text: simdjson refused nlohmann's serialization: ",
-                     simdjson::error_message(error)));
+  if (error == simdjson::MEMALLOC) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no memory for the document of ", text.size(), " bytes"));
+  }
+  if (error != simdjson::SUCCESS) {  // nlohmann's serialization refused.
+    return absl::InternalError(absl::StrCat(
+        "simdjson refused nlohmann's text: ", simdjson::error_message(error)));
   }
   return document;
 }

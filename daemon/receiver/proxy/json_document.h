@@ -17,6 +17,7 @@
 // objects" when the text nests more than `max_depth` (the outermost counts
 // as 1), whatever else is wrong with it; "malformed JSON at byte <n>" with
 // nlohmann's byte; "malformed JSON: a number is out of range" (1e400).
+// ResourceExhausted when simdjson cannot allocate the document.
 //
 // Memory: simdjson's padded copy of the text and its document, about twice
 // the text's size (a 12.7 MB request body: +26 MB at peak).

@@ -14,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/types/span.h"
 #include "cachewatch/client/breakpoints.h"
 #include "cachewatch/client/canonical_json.h"
 #include "cachewatch/client/hash.h"
@@ -85,10 +84,9 @@ absl::StatusOr<JsonDocument> ParseBody(std::string_view body,
   absl::StatusOr<JsonDocument> parsed =
       JsonDocument::Parse(body, kMaxRequestBodyDepth);
   if (!parsed.ok()) {
-    if (parsed.status().code() != absl::StatusCode::kInvalidArgument) {
-      return parsed.status();
-    }
-    return Invalid(parsed.status().message());
+    return absl::Status(
+        parsed.status().code(),
+        absl::StrCat("request body: ", parsed.status().message()));
   }
   if (!parsed->root().is_object()) {
     return Invalid(absl::StrCat("is a JSON ", Sv(TypeName(parsed->root())),
