@@ -17,10 +17,10 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr int kDepth = 256;
+constexpr int kBodyDepth = 256;
 
 JsonDocument MustParse(const std::string& text) {
-  absl::StatusOr<JsonDocument> document = JsonDocument::Parse(text, kDepth);
+  absl::StatusOr<JsonDocument> document = JsonDocument::Parse(text, kBodyDepth);
   EXPECT_TRUE(document.ok()) << text << ": " << document.status();
   return *std::move(document);
 }
