@@ -41,12 +41,14 @@ bool NestsDeeperThan(dom::element element, int depth, int max_depth) {
 }
 
 // Whether `text` nests more than `max_depth` arrays and objects, read
-// without parsing it (brackets inside strings do not count).
+// without parsing it (brackets inside strings do not count). It ends at a
+// NUL byte, as nlohmann reads it.
 bool TextNestsDeeperThan(std::string_view text, int max_depth) {
   int depth = 0;
   bool in_string = false;
   bool escaped = false;
   for (const char c : text) {
+    if (c == '\0') break;
     if (in_string) {
       if (escaped) {
         escaped = false;

@@ -8,7 +8,8 @@
 //     readers take the last, as nlohmann keeps (LastMember below);
 //   - a text simdjson refuses (malformed, invalid UTF-8, an unescaped
 //     control character, an integer beyond 64 bits, a leading byte order
-//     mark) is parsed by nlohmann after a scan of its depth. If nlohmann
+//     mark, a NUL byte after the value: nlohmann's end of input) is parsed
+//     by nlohmann after a scan of its depth, up to any NUL byte. If nlohmann
 //     reads it, the document is simdjson's parse of nlohmann's serialization
 //     of that value: the same values, a big integer as the double nlohmann
 //     made of it. Otherwise the error is nlohmann's.

@@ -100,6 +100,9 @@ TEST(JsonDocumentTest, TextsOnlyNlohmannReadsAreReadAsItDoes) {
   ExpectParsedAsNlohmannDoes(R"({"a":-9223372036854775809})");
   ExpectParsedAsNlohmannDoes("\xef\xbb\xbf{\"a\":1}");  // A byte order mark.
   ExpectParsedAsNlohmannDoes(std::string("{\"a\":1}\0", 8));  // A NUL after.
+  // nlohmann's text ends at the NUL: what follows does not nest it.
+  ExpectParsedAsNlohmannDoes(std::string("[1]\0", 4) +
+                             std::string(kDepth + 1, '['));
   const absl::StatusOr<JsonDocument> big =
       JsonDocument::Parse(R"({"a":18446744073709551616})", kDepth);
   ASSERT_TRUE(big.ok());
