@@ -131,8 +131,13 @@ bool Reporter::Healthy() const {
     failing_ = true;
     return false;
   }
-  return idle &&
-         channel_->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY;
+  // Idle, a READY channel means the daemon is back: the next records go to
+  // it and keep it healthy while they wait for their acks.
+  if (idle &&
+      channel_->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) {
+    failing_ = false;
+  }
+  return !failing_;
 }
 
 void Reporter::Run() {
@@ -215,10 +220,9 @@ void Reporter::RunStream(v1::CacheWatch::Stub& stub) {
   std::lock_guard<std::mutex> lock(mutex_);
   context_ = nullptr;
   stats_.connected = false;
-  if (!stopping_ &&
-      (!unacked_.empty() || !resend_.empty() || !queue_.empty())) {
-    failing_ = true;
-  }
+  // Only stopping ends a stream on purpose: any other end is the daemon
+  // going away or the connection breaking, outstanding records or not.
+  if (!stopping_) failing_ = true;
   resend_.merge(unacked_);
   unacked_by_key_.clear();
 }

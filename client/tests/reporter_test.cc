@@ -549,7 +549,8 @@ TEST(FleetReporterTest, LanesStayFailOverAndComeBack) {
   // hung daemon's connection stays open, so the turn is queued for it
   // whatever the timing, and stays queued for it once it is gone. (Hung once
   // all its threads are stopped: until then one could still ack the turn,
-  // and an idle reporter is healthy, so the lane would stay.)
+  // and a daemon killed outright could be found gone before the turn is
+  // reported, which moves the lane first: the next test.)
   ASSERT_TRUE(daemons[0]->Suspend());
   ReportTurns(fleet, moved, 2, 1);
   daemons[0]->Kill();
@@ -574,6 +575,58 @@ TEST(FleetReporterTest, LanesStayFailOverAndComeBack) {
   EXPECT_EQ(StoredIds(dbs[0], moved),
             (std::vector<std::string>{"r0", "r1", "r2", "r4"}));
   EXPECT_EQ(StoredIds(dbs[1], moved), (std::vector<std::string>{"r3"}));
+}
+
+// A daemon that dies while its reporter has nothing outstanding ends the
+// reporter's open stream: the lane moves before its next record, which
+// reaches the other daemon instead of waiting for the dead one, and comes
+// home when the daemon is back.
+TEST(FleetReporterTest, ALaneLeavesADaemonThatDiedWhileItsReporterWasIdle) {
+  TempDir dir;
+  const std::vector<std::string> addresses = {FreeAddress(), FreeAddress()};
+  const std::vector<std::string> dbs = {dir.File("a.db"), dir.File("b.db")};
+  std::vector<std::unique_ptr<DaemonProcess>> daemons;
+  for (int i = 0; i < 2; ++i) {
+    daemons.push_back(std::make_unique<DaemonProcess>());
+    ASSERT_TRUE(daemons[i]->Start(dbs[i], {"--listen=" + addresses[i]}));
+  }
+  FleetReporter fleet({.addresses = addresses,
+                       .reporter = {.initial_backoff = milliseconds(20),
+                                    .max_backoff = milliseconds(200),
+                                    .flush_timeout = milliseconds(0)}});
+  std::string lane;
+  for (int i = 0; lane.empty(); ++i) {
+    const std::string session = "idle" + std::to_string(i);
+    if (RendezvousOrder(LaneKeyOf("reporter-agent", session, ""), addresses)
+            .front() == addresses[0]) {
+      lane = session;
+    }
+  }
+  ReportTurns(fleet, lane, 0, 2);
+  ASSERT_TRUE(fleet.Flush(seconds(10)));
+  ASSERT_EQ(StoredIds(dbs[0], lane), (std::vector<std::string>{"r0", "r1"}));
+
+  daemons[0]->Kill();
+  ASSERT_TRUE(Eventually([&] {
+    return fleet.AddressFor("reporter-agent", lane, "") == addresses[1];
+  }));
+  ReportTurns(fleet, lane, 2, 1);
+  ASSERT_TRUE(fleet.Flush(seconds(10)));
+  EXPECT_EQ(StoredIds(dbs[1], lane), (std::vector<std::string>{"r2"}));
+  EXPECT_EQ(fleet.stats().at(addresses[0]).enqueued, 4u);
+
+  daemons[0] = std::make_unique<DaemonProcess>();
+  ASSERT_TRUE(daemons[0]->Start(dbs[0], {"--listen=" + addresses[0]}));
+  ASSERT_TRUE(Eventually([&] {
+    return fleet.AddressFor("reporter-agent", lane, "") == addresses[0];
+  }));
+  ReportTurns(fleet, lane, 3, 1);
+  ASSERT_TRUE(fleet.Flush(seconds(10)));
+  EXPECT_EQ(StoredIds(dbs[0], lane),
+            (std::vector<std::string>{"r0", "r1", "r3"}));
+  // Both of turn 3's records: the daemon is healthy again, not only idle.
+  EXPECT_EQ(StoredIds(dbs[1], lane), (std::vector<std::string>{"r2"}));
+  EXPECT_EQ(fleet.stats().at(addresses[0]).acked, 6u);
 }
 
 }  // namespace

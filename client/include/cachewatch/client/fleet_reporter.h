@@ -9,11 +9,11 @@
 // (RendezvousOrder: highest XXH3-64 of address + lane key first), so that
 // adding or removing a daemon moves only the lanes that were on it. One
 // Reporter per daemon does the streaming (reporter.h); a daemon whose
-// stream broke or that answered UNAVAILABLE is skipped (Reporter::Healthy)
-// until it acknowledges again, or, idle, until its channel is READY again:
-// its lanes then come back to it. Records already queued for a failing
-// daemon stay queued for it and are sent when it returns (the daemons are
-// idempotent per request id).
+// stream broke (with records outstanding or not) or that answered
+// UNAVAILABLE is skipped (Reporter::Healthy) until it acknowledges again,
+// or, idle, until its channel is READY again: its lanes then come back to
+// it. Records already queued for a failing daemon stay queued for it and
+// are sent when it returns (the daemons are idempotent per request id).
 //
 // Thread-safe, as Reporter.
 #ifndef CACHEWATCH_CLIENT_FLEET_REPORTER_H_

@@ -114,12 +114,13 @@ class Reporter {
 
   ReporterStats stats() const;
 
-  // False from a stream that broke with records outstanding, records
+  // False from a stream that broke (the stream stays open while the
+  // reporter is idle, so a daemon that dies then is noticed too), records
   // outstanding on a channel in TRANSIENT_FAILURE, or a retryable ack
-  // (UNAVAILABLE, RESOURCE_EXHAUSTED), until the daemon
-  // acknowledges a record again or, with nothing outstanding, its channel
-  // is READY again (asking for it starts a connection attempt).
-  // FleetReporter routes lanes around an unhealthy daemon.
+  // (UNAVAILABLE, RESOURCE_EXHAUSTED), until the daemon acknowledges a
+  // record again or, with nothing outstanding, its channel is READY again
+  // (asking for it starts a connection attempt). FleetReporter routes lanes
+  // around an unhealthy daemon.
   bool Healthy() const;
 
  private:
