@@ -84,6 +84,11 @@ absl::StatusOr<std::string> ReadByNlohmann(std::string_view text) {
   }
 }
 
+absl::Status NoMemoryFor(std::string_view text) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("no memory for the document of ", text.size(), " bytes"));
+}
+
 }  // namespace
 
 absl::StatusOr<JsonDocument> JsonDocument::Parse(std::string_view text,
@@ -101,6 +106,9 @@ absl::StatusOr<JsonDocument> JsonDocument::Parse(std::string_view text,
         .get(document.root_);
   };
   simdjson::error_code error = parse(text);
+  // Without memory for simdjson's document, none for nlohmann's either:
+  // its fallback would end in std::bad_alloc.
+  if (error == simdjson::MEMALLOC) return NoMemoryFor(text);
   if (error != simdjson::SUCCESS && error != simdjson::DEPTH_ERROR) {
     if (TextNestsDeeperThan(text, max_depth)) return TooDeep(max_depth);
     absl::StatusOr<std::string> serialized = ReadByNlohmann(text);
@@ -112,10 +120,7 @@ absl::StatusOr<JsonDocument> JsonDocument::Parse(std::string_view text,
        NestsDeeperThan(document.root_, 0, max_depth))) {
     return TooDeep(max_depth);
   }
-  if (error == simdjson::MEMALLOC) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("no memory for the document of ", text.size(), " bytes"));
-  }
+  if (error == simdjson::MEMALLOC) return NoMemoryFor(text);
   if (error != simdjson::SUCCESS) {  // nlohmann's serialization refused.
     return absl::InternalError(absl::StrCat(
         "simdjson refused nlohmann's text: ", simdjson::error_message(error)));

@@ -1,5 +1,10 @@
 #include "daemon/receiver/proxy/json_document.h"
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -240,6 +245,55 @@ TEST(JsonDocumentTest, ALargeRequestBodyIsNlohmanns) {
          {"index", i - 100}});
   }
   ExpectParsedAsNlohmannDoes(body.dump());
+}
+
+// The sanitizers reserve far more address space than any limit below.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// Bytes of address space the process has mapped, from /proc/self/statm.
+size_t MappedBytes() {
+  FILE* statm = std::fopen("/proc/self/statm", "r");
+  unsigned long pages = 0;
+  const int read = std::fscanf(statm, "%lu", &pages);
+  std::fclose(statm);
+  return read == 1 ? pages * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+// With too little memory left for simdjson's document, the answer is
+// ResourceExhausted, not nlohmann's fallback (which ends in an uncaught
+// std::bad_alloc). In a child process, under an address-space limit.
+TEST(JsonDocumentTest, NoMemoryForTheDocumentIsResourceExhausted) {
+  if (kSanitized)
+    GTEST_SKIP() << "address-space limits and sanitizers mix badly";
+  std::string text = "[";
+  for (int i = 0; i < (16 << 20); ++i) text += "1,";
+  text += "1]";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Room for a few small allocations, not for the document's tape.
+    const rlim_t limit = MappedBytes() + (8 << 20);
+    const rlimit bound{limit, limit};
+    if (setrlimit(RLIMIT_AS, &bound) != 0) _exit(2);
+    const absl::StatusOr<JsonDocument> document =
+        JsonDocument::Parse(text, kDepth);
+    _exit(absl::IsResourceExhausted(document.status()) ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status))
+      << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace
