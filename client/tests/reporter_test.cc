@@ -513,19 +513,37 @@ bool Eventually(Check check) {
   return check();
 }
 
-TEST(FleetReporterTest, LanesStayFailOverAndComeBack) {
-  TempDir dir;
-  const std::vector<std::string> addresses = {FreeAddress(), FreeAddress()};
-  const std::vector<std::string> dbs = {dir.File("a.db"), dir.File("b.db")};
-  std::vector<std::unique_ptr<DaemonProcess>> daemons;
-  for (int i = 0; i < 2; ++i) {
-    daemons.push_back(std::make_unique<DaemonProcess>());
-    ASSERT_TRUE(daemons[i]->Start(dbs[i], {"--listen=" + addresses[i]}));
+// Two daemons on addresses picked in advance, each on its own database, and
+// a FleetReporter over both with short backoffs.
+class FleetFailoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(StartDaemon(0));
+    ASSERT_NO_FATAL_FAILURE(StartDaemon(1));
+    fleet_.emplace(
+        FleetReporterOptions{.addresses = addresses_,
+                             .reporter = {.initial_backoff = milliseconds(20),
+                                          .max_backoff = milliseconds(200),
+                                          .flush_timeout = milliseconds(0)}});
   }
-  FleetReporter fleet({.addresses = addresses,
-                       .reporter = {.initial_backoff = milliseconds(20),
-                                    .max_backoff = milliseconds(200),
-                                    .flush_timeout = milliseconds(0)}});
+
+  // (Re)starts daemon `i` on its address and database.
+  void StartDaemon(int i) {
+    daemons_[i] = std::make_unique<DaemonProcess>();
+    ASSERT_TRUE(daemons_[i]->Start(dbs_[i], {"--listen=" + addresses_[i]}));
+  }
+
+  TempDir dir_;
+  const std::vector<std::string> addresses_ = {FreeAddress(), FreeAddress()};
+  const std::vector<std::string> dbs_ = {dir_.File("a.db"), dir_.File("b.db")};
+  std::unique_ptr<DaemonProcess> daemons_[2];
+  std::optional<FleetReporter> fleet_;
+};
+
+TEST_F(FleetFailoverTest, LanesStayFailOverAndComeBack) {
+  const std::vector<std::string>& addresses = addresses_;
+  const std::vector<std::string>& dbs = dbs_;
+  FleetReporter& fleet = *fleet_;
   // Ten lanes of two turns: each lane's turns on its first daemon only.
   for (int lane = 0; lane < 10; ++lane) {
     ReportTurns(fleet, "lane" + std::to_string(lane), 0, 2);
@@ -551,9 +569,9 @@ TEST(FleetReporterTest, LanesStayFailOverAndComeBack) {
   // all its threads are stopped: until then one could still ack the turn,
   // and a daemon killed outright could be found gone before the turn is
   // reported, which moves the lane first: the next test.)
-  ASSERT_TRUE(daemons[0]->Suspend());
+  ASSERT_TRUE(daemons_[0]->Suspend());
   ReportTurns(fleet, moved, 2, 1);
-  daemons[0]->Kill();
+  daemons_[0]->Kill();
   ASSERT_TRUE(Eventually([&] {
     return fleet.AddressFor("reporter-agent", moved, "") == addresses[1];
   }));
@@ -565,8 +583,7 @@ TEST(FleetReporterTest, LanesStayFailOverAndComeBack) {
 
   // Daemon 0 returns on its address: its queued turn arrives, the lane
   // comes home.
-  daemons[0] = std::make_unique<DaemonProcess>();
-  ASSERT_TRUE(daemons[0]->Start(dbs[0], {"--listen=" + addresses[0]}));
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(0));
   ASSERT_TRUE(Eventually([&] {
     return fleet.AddressFor("reporter-agent", moved, "") == addresses[0];
   }));
@@ -581,19 +598,10 @@ TEST(FleetReporterTest, LanesStayFailOverAndComeBack) {
 // reporter's open stream: the lane moves before its next record, which
 // reaches the other daemon instead of waiting for the dead one, and comes
 // home when the daemon is back.
-TEST(FleetReporterTest, ALaneLeavesADaemonThatDiedWhileItsReporterWasIdle) {
-  TempDir dir;
-  const std::vector<std::string> addresses = {FreeAddress(), FreeAddress()};
-  const std::vector<std::string> dbs = {dir.File("a.db"), dir.File("b.db")};
-  std::vector<std::unique_ptr<DaemonProcess>> daemons;
-  for (int i = 0; i < 2; ++i) {
-    daemons.push_back(std::make_unique<DaemonProcess>());
-    ASSERT_TRUE(daemons[i]->Start(dbs[i], {"--listen=" + addresses[i]}));
-  }
-  FleetReporter fleet({.addresses = addresses,
-                       .reporter = {.initial_backoff = milliseconds(20),
-                                    .max_backoff = milliseconds(200),
-                                    .flush_timeout = milliseconds(0)}});
+TEST_F(FleetFailoverTest, ALaneLeavesADaemonThatDiedWhileItsReporterWasIdle) {
+  const std::vector<std::string>& addresses = addresses_;
+  const std::vector<std::string>& dbs = dbs_;
+  FleetReporter& fleet = *fleet_;
   std::string lane;
   for (int i = 0; lane.empty(); ++i) {
     const std::string session = "idle" + std::to_string(i);
@@ -606,7 +614,7 @@ TEST(FleetReporterTest, ALaneLeavesADaemonThatDiedWhileItsReporterWasIdle) {
   ASSERT_TRUE(fleet.Flush(seconds(10)));
   ASSERT_EQ(StoredIds(dbs[0], lane), (std::vector<std::string>{"r0", "r1"}));
 
-  daemons[0]->Kill();
+  daemons_[0]->Kill();
   ASSERT_TRUE(Eventually([&] {
     return fleet.AddressFor("reporter-agent", lane, "") == addresses[1];
   }));
@@ -615,8 +623,7 @@ TEST(FleetReporterTest, ALaneLeavesADaemonThatDiedWhileItsReporterWasIdle) {
   EXPECT_EQ(StoredIds(dbs[1], lane), (std::vector<std::string>{"r2"}));
   EXPECT_EQ(fleet.stats().at(addresses[0]).enqueued, 4u);
 
-  daemons[0] = std::make_unique<DaemonProcess>();
-  ASSERT_TRUE(daemons[0]->Start(dbs[0], {"--listen=" + addresses[0]}));
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(0));
   ASSERT_TRUE(Eventually([&] {
     return fleet.AddressFor("reporter-agent", lane, "") == addresses[0];
   }));
