@@ -263,8 +263,9 @@ constexpr bool kSanitized = false;
 // Bytes of address space the process has mapped, from /proc/self/statm.
 size_t MappedBytes() {
   FILE* statm = std::fopen("/proc/self/statm", "r");
-  unsigned long pages = 0;
-  const int read = std::fscanf(statm, "%lu", &pages);
+  if (statm == nullptr) return 0;
+  size_t pages = 0;
+  const int read = std::fscanf(statm, "%zu", &pages);
   std::fclose(statm);
   return read == 1 ? pages * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
 }
