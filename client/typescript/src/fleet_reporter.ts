@@ -3,11 +3,13 @@
 // first healthy one in the lane's rendezvous order (highest XXH3-64 of
 // address + lane key first), so that adding or removing a daemon moves only
 // the lanes that were on it. One Reporter per daemon does the streaming
-// (reporter.ts); a daemon whose stream broke or that answered UNAVAILABLE
-// is skipped until it acknowledges again, or, idle, until its channel is
-// READY again (probed every probeIntervalMs): its lanes come back to it.
-// Records already queued for a failing daemon stay queued for it and are
-// sent when it returns (the daemons are idempotent per request id).
+// (reporter.ts); a daemon whose stream broke, that answered UNAVAILABLE,
+// or whose channel cannot connect while its reporter is idle (probed every
+// probeIntervalMs, as no stream is open then to see it die) is skipped
+// until it acknowledges again, or, idle, until its channel is READY again:
+// its lanes come back to it. Records already queued for a failing daemon
+// stay queued for it and are sent when it returns (the daemons are
+// idempotent per request id).
 import { hashBytes } from './hash.js';
 import { Reporter, ReporterOptions, ReporterStats } from './reporter.js';
 import { Snapshot, Usage } from './types.js';
@@ -15,7 +17,10 @@ import { Snapshot, Usage } from './types.js';
 export interface FleetReporterOptions extends Omit<ReporterOptions, 'address'> {
   /** The daemons' gRPC addresses; at least one. */
   addresses: string[];
-  /** How often a failing daemon's channel is probed, in ms. Default 1000. */
+  /**
+   * How often the channel of each daemon whose reporter has no stream open
+   * is probed (Reporter.probe), in ms. Default 1000.
+   */
   probeIntervalMs?: number;
 }
 

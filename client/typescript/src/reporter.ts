@@ -97,24 +97,35 @@ export class Reporter {
   }
 
   /**
-   * False from a stream that broke with records outstanding or a retryable
-   * ack (UNAVAILABLE, RESOURCE_EXHAUSTED) until the daemon acknowledges a
-   * record again or probe() finds its channel READY (FleetReporter routes
-   * lanes around a failing daemon). An idle reporter has no stream open, so
-   * a daemon that died meanwhile is found out by its next record.
+   * False from a stream that broke with records outstanding, a retryable
+   * ack (UNAVAILABLE, RESOURCE_EXHAUSTED), or a probe() that found the
+   * channel of an idle reporter unable to connect, until the daemon
+   * acknowledges a record again or probe() finds its channel READY
+   * (FleetReporter routes lanes around a failing daemon).
    */
   healthy(): boolean {
     return !this.failing;
   }
 
   /**
-   * A failing reporter with nothing to send learns that its daemon is back
-   * from the channel: READY makes it healthy again.
+   * For a reporter with no stream open. A failing one learns that its
+   * daemon is back from the channel: READY makes it healthy again. An idle
+   * healthy one has no stream to watch its daemon, so the channel does: one
+   * that lost its connection (IDLE) is asked to connect again, and one that
+   * cannot (TRANSIENT_FAILURE) makes the reporter failing, so that the
+   * lanes move before their next record.
    */
   probe(): void {
-    if (!this.failing || this.closed || this.call) return;
-    const state = this.client.getChannel().getConnectivityState(true);
-    if (state === grpc.connectivityState.READY) this.failing = false;
+    if (this.closed || this.call) return;
+    const channel = this.client.getChannel();
+    if (this.failing) {
+      if (channel.getConnectivityState(true) === grpc.connectivityState.READY) this.failing = false;
+      return;
+    }
+    if (this.pending.length > 0 || this.unacked.size > 0) return;
+    const state = channel.getConnectivityState(false);
+    if (state === grpc.connectivityState.TRANSIENT_FAILURE) this.failing = true;
+    else if (state === grpc.connectivityState.IDLE) channel.getConnectivityState(true);
   }
 
   /** Resolves true once every record enqueued before the call is acked or rejected; false on timeout. */

@@ -1,6 +1,6 @@
 // FleetReporter: rendezvous routing (pure), and against two real daemons:
-// each lane on one daemon, failover when its daemon dies, and the lane back
-// on it once it is restarted.
+// each lane on one daemon, failover when its daemon dies (with records on
+// their way to it, or idle), and the lane back on it once it is restarted.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -50,7 +50,11 @@ async function until(what: string, check: () => boolean, ms = 15000): Promise<vo
 const stored = (db: string, session: string) =>
   daemon.sql(db, `SELECT request_id FROM turns WHERE session_id = '${session}' ORDER BY request_id`);
 
-test('two daemons: lanes stay on one, fail over when it dies, come back when it returns', async () => {
+interface TwoDaemons { addresses: string[]; dbs: string[]; procs: daemon.Spawned[]; fleet: FleetReporter }
+
+// Two daemons on ports picked in advance, each on its own database, and a
+// FleetReporter over both with short backoffs and probes; all stopped after.
+async function withTwoDaemons(body: (two: TwoDaemons) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(path.join(tmpdir(), 'cachewatch-ts-fleet-'));
   const ports = [await daemon.freePort(), await daemon.freePort()];
   const addresses = ports.map((p) => `127.0.0.1:${p}`);
@@ -58,6 +62,16 @@ test('two daemons: lanes stay on one, fail over when it dies, come back when it 
   const procs = [await daemon.spawnDaemon(addresses[0], dbs[0]), await daemon.spawnDaemon(addresses[1], dbs[1])];
   const fleet = new FleetReporter({ addresses, probeIntervalMs: 50, initialBackoffMs: 20, maxBackoffMs: 200 });
   try {
+    await body({ addresses, dbs, procs, fleet });
+  } finally {
+    await fleet.close(0);
+    for (const p of procs) if (p.proc.exitCode === null) p.proc.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('two daemons: lanes stay on one, fail over when it dies, come back when it returns', () =>
+  withTwoDaemons(async ({ addresses, dbs, procs, fleet }) => {
     // Ten lanes, two turns each: every lane's records in its first daemon only.
     const sessions = Array.from({ length: 10 }, (_, i) => `lane${i}`);
     for (const s of sessions) for (const r of ['r0', 'r1']) assert.equal(fleet.reportUsage(usage(s, r)), true);
@@ -73,8 +87,9 @@ test('two daemons: lanes stay on one, fail over when it dies, come back when it 
     // Daemon 0 hangs, then dies, with r2 on its way to it: a hung daemon's
     // connection stays open, so r2 is queued for it whatever the timing, and
     // stays queued for it once it is gone. (Hung once all its threads are
-    // stopped: until then one could still ack r2, and an idle reporter is
-    // healthy, so the lane would stay.)
+    // stopped: until then one could still ack r2; and a daemon killed
+    // outright could be found gone by the fleet's probes before r2 is
+    // reported, which moves the lane first: the next test.)
     await daemon.suspend(procs[0].proc);
     fleet.reportUsage(usage(lane, 'r2'));
     procs[0].proc.kill('SIGKILL');
@@ -90,9 +105,31 @@ test('two daemons: lanes stay on one, fail over when it dies, come back when it 
     assert.equal(await fleet.flush(10000), true);
     assert.deepEqual(stored(dbs[0], lane), ['r0', 'r1', 'r2', 'r4']);
     assert.deepEqual(stored(dbs[1], lane), ['r3']);
-  } finally {
-    await fleet.close(0);
-    for (const p of procs) if (p.proc.exitCode === null) p.proc.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+  }));
+
+// The Node reporter closes its stream when idle, so no stream sees its
+// daemon die; the fleet's probes ask the channel instead, and the lane moves
+// before its next record, which reaches the other daemon rather than waiting
+// for the dead one.
+test('two daemons: a lane leaves a daemon that died while its reporter was idle', () =>
+  withTwoDaemons(async ({ addresses, dbs, procs, fleet }) => {
+    const lane = Array.from({ length: 100 }, (_, i) => `idle${i}`).find(
+      (s) => rendezvousOrder(laneKeyOf({ agent: AGENT, session_id: s }), addresses)[0] === addresses[0])!;
+    for (const r of ['r0', 'r1']) assert.equal(fleet.reportUsage(usage(lane, r)), true);
+    assert.equal(await fleet.flush(10000), true);
+    assert.deepEqual(stored(dbs[0], lane), ['r0', 'r1']);
+
+    procs[0].proc.kill('SIGKILL');
+    await new Promise((r) => procs[0].proc.once('exit', r));
+    await until('daemon 0 seen failing', () => fleet.addressFor({ agent: AGENT, session_id: lane }) === addresses[1]);
+    fleet.reportUsage(usage(lane, 'r2'));
+    assert.equal(await fleet.flush(10000), true);
+    assert.deepEqual(stored(dbs[1], lane), ['r2']);
+    assert.equal(fleet.stats()[addresses[0]].enqueued, 2);
+
+    procs[0] = await daemon.spawnDaemon(addresses[0], dbs[0]);
+    await until('lane back on daemon 0', () => fleet.addressFor({ agent: AGENT, session_id: lane }) === addresses[0]);
+    fleet.reportUsage(usage(lane, 'r3'));
+    assert.equal(await fleet.flush(10000), true);
+    assert.deepEqual(stored(dbs[0], lane), ['r0', 'r1', 'r3']);
+  }));
